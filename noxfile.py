@@ -1,0 +1,92 @@
+"""Sessions of the template repository.
+
+``nox -s tests``  renders every preset in configs/ and runs each project's checks and suite.
+``nox -s demo``   renders the default project into build/demo, installs it, trains its
+                  examples with their default configs and prints what they reached.
+``nox -s lint``   ruff on this repository's own Python.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+DEMO_DIR = ROOT / "build" / "demo"
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    session.install(*nox.project.dependency_groups(PYPROJECT, "test"))
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "check", "--config", "template/pyproject.toml.jinja", "template")
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    session.install("copier")
+    shutil.rmtree(DEMO_DIR, ignore_errors=True)
+    session.run(
+        "copier",
+        "copy",
+        "--defaults",
+        "--vcs-ref=HEAD",
+        "--quiet",
+        "--data-file",
+        str(ROOT / "configs" / "default.yml"),
+        str(ROOT),
+        str(DEMO_DIR),
+    )
+    session.install("-e", str(DEMO_DIR))
+    package = _answers(DEMO_DIR)["package_name"]
+    session.chdir(DEMO_DIR)
+    reports = []
+    for example in ("regression",):
+        config = DEMO_DIR / "configs" / f"{example}.yaml"
+        if not config.exists():
+            continue
+        root = DEMO_DIR / "runs" / example
+        session.run(
+            "python",
+            "-m",
+            f"{package}.{example}",
+            "fit",
+            "--config",
+            str(config),
+            f"--trainer.default_root_dir={root}",
+            "--trainer.enable_progress_bar=false",
+        )
+        summary = json.loads(max(root.rglob("summary.json"), key=_mtime).read_text())
+        reports.append(_report(example, summary))
+    session.log("demo finished\n" + "\n".join(reports))
+
+
+def _answers(project: Path) -> dict[str, str]:
+    """The flat ``key: value`` lines of Copier's answers file (nox itself has no YAML)."""
+    lines = (project / ".copier-answers.yml").read_text().splitlines()
+    pairs = (line.split(":", 1) for line in lines if ":" in line and not line.startswith("#"))
+    return {key.strip(): value.strip().strip("'\"") for key, value in pairs}
+
+
+def _mtime(path: Path) -> float:
+    return path.stat().st_mtime
+
+
+def _report(example: str, summary: dict[str, object]) -> str:
+    shown = ", ".join(
+        f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
+        for key, value in summary.items()
+        if key not in {"log_dir", "best_checkpoint"}
+    )
+    return f"  {example}: {shown}\n    logs: {summary['log_dir']}"

@@ -1,0 +1,24 @@
+"""Typed regression metrics, computed over a whole split rather than averaged per batch.
+
+Copy-paste: this file imports only third-party packages and ``shapes``.
+"""
+
+import torch
+
+from .shapes import Float, Scalar, Tensor, typechecked
+
+
+@typechecked
+def r2_score(prediction: Float[Tensor, "batch"], target: Float[Tensor, "batch"]) -> Scalar:
+    """Coefficient of determination: 1 is perfect, 0 is no better than predicting the mean."""
+    residual = torch.sum((target - prediction) ** 2)
+    total = torch.sum((target - target.mean()) ** 2)
+    return 1.0 - residual / total.clamp(min=torch.finfo(target.dtype).tiny)
+
+
+@typechecked
+def mean_absolute_error(
+    prediction: Float[Tensor, "batch"], target: Float[Tensor, "batch"]
+) -> Scalar:
+    """Mean of ``|prediction - target|``, in the target's units."""
+    return torch.mean(torch.abs(prediction - target))

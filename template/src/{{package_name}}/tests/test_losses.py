@@ -1,0 +1,119 @@
+"""Every loss refuses the seed's shapes, accepts batch size 1 and agrees with torch."""
+
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+from jaxtyping import TypeCheckError
+
+from ..losses import (
+    bce_with_logits_loss,
+    gaussian_nll_loss,
+    huber_loss,
+    l1_loss,
+    masked_mean,
+    mse_loss,
+)
+
+Tensor = torch.Tensor
+
+
+def _gaussian_nll(prediction: Tensor, target: Tensor) -> Tensor:
+    return gaussian_nll_loss(prediction, torch.ones_like(prediction), target)
+
+
+PAIRED_LOSSES: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "mse_loss": mse_loss,
+    "l1_loss": l1_loss,
+    "huber_loss": huber_loss,
+    "gaussian_nll_loss": _gaussian_nll,
+    "bce_with_logits_loss": bce_with_logits_loss,
+}
+paired = pytest.mark.parametrize("loss", PAIRED_LOSSES.values(), ids=PAIRED_LOSSES.keys())
+
+
+@paired
+def test_loss_rejects_column_target(loss: Callable[[Tensor, Tensor], Tensor]) -> None:
+    with pytest.raises(TypeCheckError, match="target"):
+        loss(torch.randn(6), torch.randn(6, 1))
+
+
+@paired
+def test_loss_rejects_column_prediction(loss: Callable[[Tensor, Tensor], Tensor]) -> None:
+    with pytest.raises(TypeCheckError):
+        loss(torch.randn(6, 1), torch.randn(6))
+
+
+@paired
+def test_loss_accepts_batch_of_one(loss: Callable[[Tensor, Tensor], Tensor]) -> None:
+    value = loss(torch.randn(1), torch.randn(1))
+    assert value.shape == () and torch.isfinite(value)
+
+
+@paired
+def test_loss_accepts_matching_trailing_axes(loss: Callable[[Tensor, Tensor], Tensor]) -> None:
+    assert loss(torch.randn(4, 3, 2), torch.randn(4, 3, 2)).shape == ()
+
+
+@paired
+def test_loss_rejects_unequal_batches(loss: Callable[[Tensor, Tensor], Tensor]) -> None:
+    with pytest.raises(TypeCheckError):
+        loss(torch.randn(6), torch.randn(5))
+
+
+@paired
+def test_loss_rejects_integer_target(loss: Callable[[Tensor, Tensor], Tensor]) -> None:
+    with pytest.raises(TypeCheckError):
+        loss(torch.randn(6), torch.arange(6))
+
+
+def test_gaussian_nll_rejects_variance_without_trailing_axis() -> None:
+    with pytest.raises(TypeCheckError, match="variance"):
+        gaussian_nll_loss(torch.randn(6, 2), torch.ones(6), torch.randn(6, 2))
+
+
+@given(batch=st.integers(min_value=1, max_value=64))
+def test_mse_rejects_column_target_at_any_batch_size(batch: int) -> None:
+    with pytest.raises(TypeCheckError):
+        mse_loss(torch.randn(batch), torch.randn(batch, 1))
+
+
+def test_losses_match_torch_on_correct_shapes() -> None:
+    prediction, target = torch.randn(8), torch.randn(8)
+    torch.testing.assert_close(mse_loss(prediction, target), F.mse_loss(prediction, target))
+    torch.testing.assert_close(l1_loss(prediction, target), F.l1_loss(prediction, target))
+    torch.testing.assert_close(
+        huber_loss(prediction, target, delta=0.5), F.huber_loss(prediction, target, delta=0.5)
+    )
+
+
+def test_cross_entropy_shapes() -> None:
+    from ..losses import cross_entropy_loss
+
+    logits, labels = torch.randn(6, 3), torch.randint(0, 3, (6,))
+    torch.testing.assert_close(cross_entropy_loss(logits, labels), F.cross_entropy(logits, labels))
+    assert cross_entropy_loss(torch.randn(1, 3), torch.tensor([2])).shape == ()
+    with pytest.raises(TypeCheckError):
+        cross_entropy_loss(logits, torch.randint(0, 3, (6, 1)))
+    with pytest.raises(TypeCheckError):
+        cross_entropy_loss(logits, labels.float())
+    with pytest.raises(TypeCheckError):
+        cross_entropy_loss(logits, torch.randint(0, 3, (5,)))
+
+
+def test_masked_mean_averages_selected_values_only() -> None:
+    values = torch.tensor([[1.0, 2.0, 100.0], [3.0, 100.0, 100.0]])
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    torch.testing.assert_close(masked_mean(values, mask), torch.tensor(2.0))
+    assert masked_mean(torch.ones(1, 1), torch.zeros(1, 1, dtype=torch.bool)) == 0.0
+
+
+def test_masked_mean_rejects_broadcasting_mask() -> None:
+    values = torch.randn(4, 5)
+    with pytest.raises(TypeCheckError, match="mask"):
+        masked_mean(values, torch.ones(4, 1, dtype=torch.bool))
+    with pytest.raises(TypeCheckError):
+        masked_mean(values, torch.ones(4, 5))

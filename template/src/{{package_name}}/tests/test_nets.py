@@ -1,0 +1,41 @@
+"""The networks keep the batch axis at every batch size and refuse malformed input."""
+
+import pytest
+import torch
+from jaxtyping import TypeCheckError
+
+from ..nets import MLP, ScalarMLP
+
+
+@pytest.mark.parametrize("batch", [1, 7])
+def test_scalar_mlp_returns_one_value_per_row(batch: int) -> None:
+    net = ScalarMLP(in_features=3, hidden_sizes=(8, 8))
+    assert net(torch.randn(batch, 3)).shape == (batch,)
+
+
+@pytest.mark.parametrize("batch", [1, 7])
+def test_mlp_returns_out_features_per_row(batch: int) -> None:
+    net = MLP(in_features=3, out_features=4, hidden_sizes=(8,))
+    assert net(torch.randn(batch, 3)).shape == (batch, 4)
+
+
+def test_scalar_mlp_rejects_unbatched_input() -> None:
+    with pytest.raises(TypeCheckError):
+        ScalarMLP(in_features=3)(torch.randn(3))
+
+
+def test_scalar_mlp_rejects_integer_input() -> None:
+    with pytest.raises(TypeCheckError):
+        ScalarMLP(in_features=3)(torch.ones(2, 3, dtype=torch.long))
+
+
+def test_mlp_rejects_unknown_activation() -> None:
+    with pytest.raises(ValueError, match="activation"):
+        MLP(3, 1, activation="sigmoid")  # type: ignore[arg-type]
+
+
+def test_orthogonal_output_gain_scales_last_layer() -> None:
+    net = MLP(in_features=16, out_features=4, hidden_sizes=(16,), output_gain=0.01)
+    last = net.layers[-1]
+    assert isinstance(last, torch.nn.Linear)
+    torch.testing.assert_close(last.weight @ last.weight.T, 1e-4 * torch.eye(4))

@@ -1,0 +1,89 @@
+"""The bug this project exists for, reproduced: a ``(N, 1)`` target against ``(N,)``
+predictions. With checks on it raises at the loss; with checks off it trains a model that
+only predicts the mean. ``pytest -s -k seed_bug`` prints the measured table.
+"""
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from einops import rearrange
+from jaxtyping import TypeCheckError
+
+from ..losses import mse_loss
+from ..metrics import r2_score
+from ..nets import ScalarMLP
+from ..shapes import checks_disabled
+
+Tensor = torch.Tensor
+TRAIN_STEPS = 300
+
+
+def _dataset(seed: int, rows: int = 512) -> tuple[Tensor, Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, 4, generator=generator)
+    y = torch.sin(2.0 * x[:, 0]) + x[:, 1] * x[:, 2] + torch.tanh(x[:, 3])
+    return x, y
+
+
+def _train_and_score(shape_target: Callable[[Tensor], Tensor]) -> float:
+    """Full-batch Adam on a fixed budget; returns R² on held-out rows."""
+    torch.manual_seed(0)
+    x, y = _dataset(seed=1)
+    x_val, y_val = _dataset(seed=2)
+    net = ScalarMLP(4, hidden_sizes=(64, 64), activation="silu")
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
+    for _ in range(TRAIN_STEPS):
+        optimizer.zero_grad()
+        mse_loss(net(x), shape_target(y)).backward()
+        optimizer.step()
+    with torch.no_grad():
+        return float(r2_score(net(x_val), y_val))
+
+
+def _as_column(y: Tensor) -> Tensor:
+    return rearrange(y, "batch -> batch 1")
+
+
+def test_column_target_raises_naming_argument_and_both_shapes() -> None:
+    with pytest.raises(TypeCheckError) as error:
+        mse_loss(torch.randn(6), _as_column(torch.randn(6)))
+    message = str(error.value)
+    assert "parameter 'target'" in message
+    assert "f32[6]" in message and "f32[6,1]" in message
+
+
+def test_unchecked_column_target_learns_only_the_mean() -> None:
+    correct = _train_and_score(lambda y: y)
+    with checks_disabled(), pytest.warns(UserWarning, match="target size"):
+        buggy = _train_and_score(_as_column)
+    print(
+        f"\nseed bug, {TRAIN_STEPS} full-batch Adam steps: R² correct {correct:.3f}, "
+        f"R² with (N, 1) target and checks off {buggy:.3f}"
+    )
+    assert correct > 0.9
+    assert abs(buggy) < 0.05
+
+
+def test_environment_variable_turns_checks_off() -> None:
+    package = __name__.rsplit(".", 2)[0]
+    probe = (
+        f"import torch; from {package}.losses import mse_loss; "
+        "print(mse_loss(torch.zeros(6), torch.zeros(6, 1)).item())"
+    )
+    source_root = str(Path(__file__).resolve().parents[2])
+    search_path = os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))
+    environment = os.environ | {"JAXTYPING_DISABLE": "1", "PYTHONPATH": search_path}
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", probe],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0.0"

@@ -1,0 +1,114 @@
+"""The regression example end to end: CLI, CSV input and its errors, summary.json."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from einops import rearrange
+from jaxtyping import TypeCheckError
+
+from ...regression import RegressionData, RegressionModule
+from ...regression.__main__ import main
+
+CONFIG = Path(__file__).resolve().parents[4] / "configs" / "regression.yaml"
+QUICK = [
+    "--trainer.max_epochs=2",
+    "--trainer.limit_train_batches=3",
+    "--trainer.limit_val_batches=2",
+]
+QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+
+
+def _fit(root: Path, *extra: str) -> dict:
+    main(["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={root}", *QUIET, *extra])
+    (summary_path,) = root.rglob("summary.json")
+    return json.loads(summary_path.read_text())
+
+
+def _write_csv(path: Path, rows: list[list[object]]) -> Path:
+    with path.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    return path
+
+
+def test_fast_dev_run_fits(tmp_path: Path) -> None:
+    main(
+        [
+            "fit",
+            "--config",
+            str(CONFIG),
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.fast_dev_run=true",
+            *QUIET,
+        ]
+    )
+
+
+def test_fit_writes_summary_and_checkpoints(tmp_path: Path) -> None:
+    summary = _fit(tmp_path, *QUICK)
+    assert {"val_r2", "val_mae", "train_seconds", "epochs"} <= summary.keys()
+    assert summary["epochs"] == 2 and summary["train_seconds"] > 0
+    checkpoints = {path.name for path in tmp_path.rglob("*.ckpt")}
+    assert "last.ckpt" in checkpoints
+    assert any(name.startswith("best-") for name in checkpoints)
+
+
+def test_column_target_in_training_step_raises_naming_target() -> None:
+    module = RegressionModule(num_features=3)
+    x, y = torch.randn(6, 3), torch.randn(6)
+    assert module.training_step((x, y), 0).shape == ()
+    with pytest.raises(TypeCheckError, match="target"):
+        module.training_step((x, rearrange(y, "batch -> batch 1")), 0)
+
+
+def test_csv_trains_on_numeric_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    generator = torch.Generator().manual_seed(0)
+    rows: list[list[object]] = [["id", "a", "b", "price"]]
+    for index in range(60):
+        a, b = torch.randn(2, generator=generator).tolist()
+        rows.append([f"row{index}", a, b, 3 * a - b])
+    path = _write_csv(tmp_path / "houses.csv", rows)
+    summary = _fit(tmp_path / "run", *QUICK, f"--data.csv_path={path}", "--data.target=price")
+    assert summary["val_r2"] is not None
+    data = RegressionData(csv_path=path, target="price")
+    assert data.num_features == 2
+
+
+def test_target_statistics_come_from_training_split(tmp_path: Path) -> None:
+    rows: list[list[object]] = [["x", "y"]]
+    rows += [[i, float(i)] for i in range(50)]
+    data = RegressionData(csv_path=_write_csv(tmp_path / "t.csv", rows), target="y")
+    train_targets = torch.stack([y for _, y in data.train_set])
+    assert data.target_mean == pytest.approx(float(train_targets.mean()))
+    features = torch.stack([x for x, _ in data.train_set])
+    torch.testing.assert_close(features.mean(), torch.tensor(0.0), atol=1e-5, rtol=0)
+
+
+def test_missing_target_column_is_named(tmp_path: Path) -> None:
+    path = _write_csv(tmp_path / "t.csv", [["a", "b"], [1, 2], [3, 4], [5, 6]])
+    with pytest.raises(ValueError, match=r"no column 'price'.*\['a', 'b'\]"):
+        RegressionData(csv_path=path, target="price")
+
+
+def test_bad_cell_is_named_with_row_and_column(tmp_path: Path) -> None:
+    path = _write_csv(tmp_path / "t.csv", [["a", "y"], [1, 2], ["oops", 4], [5, 6]])
+    with pytest.raises(ValueError, match=r"t\.csv:3: column 'a' has 'oops'"):
+        RegressionData(csv_path=path, target="y")
+
+
+def test_csv_without_target_is_refused(tmp_path: Path) -> None:
+    path = _write_csv(tmp_path / "t.csv", [["a", "y"], [1, 2], [3, 4]])
+    with pytest.raises(ValueError, match="csv_path and --data.target"):
+        RegressionData(csv_path=path)
+
+
+def test_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="nothere.csv"):
+        RegressionData(csv_path=tmp_path / "nothere.csv", target="y")
+
+
+def test_default_config_reaches_r2_of_095(tmp_path: Path) -> None:
+    summary = _fit(tmp_path)
+    assert summary["val_r2"] >= 0.95, summary

@@ -1,0 +1,74 @@
+"""Read a CSV into a target vector and a numeric feature matrix, or say exactly what is wrong.
+
+A column is a feature when every one of its cells parses as a finite number; columns with
+no numeric cell (ids, names) are left out and reported. A column that is mostly numeric
+but has a bad cell is an error naming the row, not a column to drop quietly.
+"""
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from einops import rearrange
+
+from ..shapes import Float, Tensor
+
+
+@dataclass(frozen=True)
+class NumericTable:
+    features: Float[Tensor, "batch feature"]
+    target: Float[Tensor, "batch"]
+    feature_names: list[str]
+    skipped_columns: list[str]
+
+
+def _parse(cell: str) -> float | None:
+    try:
+        value = float(cell)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def read_numeric_csv(path: Path, target: str) -> NumericTable:
+    if not path.is_file():
+        raise FileNotFoundError(f"--data.csv_path {path}: no such file")
+    with path.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    if len(rows) < 3:
+        raise ValueError(f"{path}: needs a header and at least 2 data rows, found {len(rows)} rows")
+    header, body = [name.strip() for name in rows[0]], rows[1:]
+    if target not in header:
+        raise ValueError(f"{path}: no column {target!r} for --data.target; columns are {header}")
+    for line, row in enumerate(body, start=2):
+        if len(row) != len(header):
+            raise ValueError(f"{path}:{line}: {len(row)} cells, the header has {len(header)}")
+
+    columns: dict[str, list[float]] = {}
+    skipped: list[str] = []
+    for index, name in enumerate(header):
+        parsed = [_parse(row[index]) for row in body]
+        bad = [line for line, value in enumerate(parsed, start=2) if value is None]
+        if len(bad) == len(parsed) and name != target:
+            skipped.append(name)
+            continue
+        if bad:
+            cell = body[bad[0] - 2][index]
+            raise ValueError(
+                f"{path}:{bad[0]}: column {name!r} has {cell!r}, not a finite number "
+                f"({len(bad)} such cells in the column)"
+            )
+        columns[name] = [value for value in parsed if value is not None]
+
+    feature_names = [name for name in columns if name != target]
+    if not feature_names:
+        raise ValueError(f"{path}: no numeric column besides the target {target!r}")
+    by_column = torch.tensor([columns[name] for name in feature_names], dtype=torch.float32)
+    return NumericTable(
+        features=rearrange(by_column, "feature batch -> batch feature").contiguous(),
+        target=torch.tensor(columns[target], dtype=torch.float32),
+        feature_names=feature_names,
+        skipped_columns=skipped,
+    )

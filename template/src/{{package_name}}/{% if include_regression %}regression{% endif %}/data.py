@@ -1,0 +1,83 @@
+"""The regression DataModule: synthetic data by default, the user's CSV on request.
+
+Data is read and split when the module is built, so a bad path or column fails before any
+training, and the CLI can pass ``num_features`` and the target's scale on to the model.
+Features and target are standardised with statistics of the training split only.
+"""
+
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from torch.utils.data import DataLoader, TensorDataset
+
+from .csv_table import read_numeric_csv
+from .synthetic import make_synthetic_regression
+
+
+class RegressionData(L.LightningDataModule):
+    def __init__(
+        self,
+        csv_path: Path | None = None,
+        target: str | None = None,
+        synthetic_samples: int = 8192,
+        synthetic_features: int = 8,
+        synthetic_noise: float = 0.1,
+        val_fraction: float = 0.2,
+        batch_size: int = 256,
+        seed: int = 0,
+    ) -> None:
+        """
+        Args:
+            csv_path: CSV file to train on; every numeric column but ``target`` is a feature.
+                Leave unset to use the synthetic set.
+            target: Name of the column to predict (required with ``csv_path``).
+            synthetic_samples: Rows of the synthetic set.
+            synthetic_features: Input columns of the synthetic set (at least 5).
+            synthetic_noise: Standard deviation of the synthetic target's noise.
+            val_fraction: Share of rows held out for validation, drawn at random.
+            batch_size: Rows per training step.
+            seed: Seed of the synthetic data and of the train/validation split.
+        """
+        super().__init__()
+        if (csv_path is None) != (target is None):
+            raise ValueError("--data.csv_path and --data.target go together: give both or neither")
+        if not 0.0 < val_fraction < 1.0:
+            raise ValueError(f"--data.val_fraction must be in (0, 1), got {val_fraction}")
+        self.batch_size = batch_size
+
+        if csv_path is None:
+            x, y = make_synthetic_regression(
+                synthetic_samples, synthetic_features, synthetic_noise, seed
+            )
+        else:
+            table = read_numeric_csv(Path(csv_path), str(target))
+            x, y = table.features, table.target
+            rank_zero_info(f"{csv_path}: target {target!r}, features {table.feature_names}")
+            if table.skipped_columns:
+                rank_zero_info(f"{csv_path}: non-numeric columns left out: {table.skipped_columns}")
+
+        order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+        num_val = max(1, round(val_fraction * len(y)))
+        if len(y) - num_val < 1:
+            raise ValueError(
+                f"{len(y)} rows leave none for training at val_fraction={val_fraction}"
+            )
+        train_rows, val_rows = order[num_val:], order[:num_val]
+
+        x_mean, x_std = x[train_rows].mean(dim=0), x[train_rows].std(dim=0)
+        x_std = torch.where(x_std > 0, x_std, torch.ones_like(x_std))
+        x = (x - x_mean) / x_std
+        self.num_features = x.shape[1]
+        self.target_mean = float(y[train_rows].mean())
+        self.target_std = float(y[train_rows].std()) if len(train_rows) > 1 else 1.0
+        self.target_std = self.target_std if self.target_std > 0 else 1.0
+        self.train_set = TensorDataset(x[train_rows], y[train_rows])
+        self.val_set = TensorDataset(x[val_rows], y[val_rows])
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=self.batch_size)

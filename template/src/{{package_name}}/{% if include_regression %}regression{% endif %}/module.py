@@ -1,0 +1,92 @@
+"""The regression LightningModule: an MLP trained with a typed MSE on a standardised target.
+
+The network predicts the standardised target; ``forward`` maps it back to the target's
+units, so a checkpoint predicts real values on its own. R² and MAE are computed over the
+whole validation split (gathered across processes under DDP), not averaged per batch.
+"""
+
+import lightning as L
+import torch
+from einops import rearrange
+
+from ..losses import mse_loss
+from ..metrics import mean_absolute_error, r2_score
+from ..nets import Activation, ScalarMLP
+from ..shapes import Float, Tensor, typechecked
+
+Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, "batch"]]
+
+
+class RegressionModule(L.LightningModule):
+    def __init__(
+        self,
+        num_features: int = 8,
+        hidden_sizes: tuple[int, ...] = (128, 128),
+        activation: Activation = "silu",
+        learning_rate: float = 3e-3,
+        weight_decay: float = 0.0,
+        target_mean: float = 0.0,
+        target_std: float = 1.0,
+    ) -> None:
+        """
+        Args:
+            num_features: Input columns; the CLI links it from the data.
+            hidden_sizes: Width of each hidden layer.
+            activation: Non-linearity between layers.
+            learning_rate: Peak Adam learning rate, cosine-annealed to zero over max_epochs.
+            weight_decay: AdamW weight decay.
+            target_mean: Training-split mean of the target; the CLI links it from the data.
+            target_std: Training-split standard deviation of the target; linked likewise.
+        """
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = ScalarMLP(num_features, hidden_sizes, activation)
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.target_mean = target_mean
+        self.target_std = target_std
+        self._val_predictions: list[Tensor] = []
+        self._val_targets: list[Tensor] = []
+
+    @typechecked
+    def forward(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, "batch"]:
+        return self.net(x) * self.target_std + self.target_mean
+
+    def _standardise(self, y: Float[Tensor, "batch"]) -> Float[Tensor, "batch"]:
+        return (y - self.target_mean) / self.target_std
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        x, y = batch
+        loss = mse_loss(self.net(x), self._standardise(y))
+        self.log("train_loss", loss, on_step=False, on_epoch=True, batch_size=len(y))
+        return loss
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        x, y = batch
+        loss = mse_loss(self.net(x), self._standardise(y))
+        self.log("val_loss", loss, on_epoch=True, batch_size=len(y), sync_dist=True)
+        self._val_predictions.append(self(x))
+        self._val_targets.append(y)
+
+    def on_validation_epoch_end(self) -> None:
+        prediction = torch.cat(self._val_predictions)
+        target = torch.cat(self._val_targets)
+        self._val_predictions.clear()
+        self._val_targets.clear()
+        if self.trainer.world_size > 1:
+            prediction, target = self._gather(prediction), self._gather(target)
+        self.log("val_r2", r2_score(prediction, target))
+        self.log("val_mae", mean_absolute_error(prediction, target))
+
+    def _gather(self, values: Float[Tensor, "batch"]) -> Float[Tensor, "batch"]:
+        gathered = self.all_gather(values)
+        assert isinstance(gathered, Tensor)
+        return rearrange(gathered, "world batch -> (world batch)")
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.AdamW(
+            self.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay
+        )
+        max_epochs = self.trainer.max_epochs or 1
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, max_epochs))
+        return {"optimizer": optimizer, "lr_scheduler": schedule}
