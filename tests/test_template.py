@@ -111,3 +111,13 @@ def test_license_none_writes_no_license(tmp_path: Path) -> None:
 def test_apache_license_is_rendered(tmp_path: Path) -> None:
     project = render(tmp_path / "p", {"license": "Apache-2.0", "include_regression": False})
     assert "Apache License" in (project / "LICENSE").read_text()
+
+
+def test_gymnasium_is_a_dependency_only_with_ppo(tmp_path: Path) -> None:
+    with_ppo = render(tmp_path / "a", {"include_regression": False, "include_ppo": True})
+    without = render(tmp_path / "b", {"include_regression": True, "include_ppo": False})
+    assert "gymnasium" in (with_ppo / "pyproject.toml").read_text()
+    assert "gymnasium" not in (without / "pyproject.toml").read_text()
+    assert not (without / "src" / "my_project" / "ppo").exists()
+    assert not (without / "src" / "my_project" / "policy_gradient.py").exists()
+    assert not (without / "configs" / "ppo.yaml").exists()

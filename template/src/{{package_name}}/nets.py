@@ -65,7 +65,7 @@ class MLP(nn.Module):
         return self.layers(x)
 
 
-class ScalarMLP(nn.Module):
+class ScalarMLP(MLP):
     """An MLP with a single output per row, returned without its trailing axis."""
 
     def __init__(
@@ -75,9 +75,8 @@ class ScalarMLP(nn.Module):
         activation: Activation = "tanh",
         output_gain: float = 1.0,
     ) -> None:
-        super().__init__()
-        self.mlp = MLP(in_features, 1, hidden_sizes, activation, output_gain)
+        super().__init__(in_features, 1, hidden_sizes, activation, output_gain)
 
     @typechecked
     def forward(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, "batch"]:
-        return rearrange(self.mlp(x), "batch 1 -> batch")
+        return rearrange(self.layers(x), "batch 1 -> batch")

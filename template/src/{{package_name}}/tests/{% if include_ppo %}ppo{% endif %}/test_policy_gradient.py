@@ -1,0 +1,143 @@
+"""The policy-gradient objectives: hand-computed GAE, zero diagnostics at ratio 1, and the
+seed's RL bug (advantages of shape (N, 1)) refused."""
+
+import pytest
+import torch
+from einops import rearrange
+from jaxtyping import TypeCheckError
+
+from ...policy_gradient import (
+    approx_kl,
+    clip_fraction,
+    clipped_surrogate_loss,
+    entropy_bonus,
+    gae,
+    normalize_advantages,
+    reinforce_loss,
+    value_loss,
+)
+
+F, T = False, True
+
+
+def _time_env(env0: list, env1: list, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return rearrange(torch.tensor([env0, env1], dtype=dtype), "env time -> time env")
+
+
+def test_gae_by_hand_termination_truncation_and_episode_boundary() -> None:
+    # gamma = lambda = 0.5, so gamma * lambda = 0.25.
+    # env 0 terminates at t=1 (no bootstrap, no flow from t=2), a new episode runs t=2..3
+    #   and the rollout ends mid-episode, bootstrapping from next_values[3] = 0.1.
+    #   deltas: 1 + .5*.4 - .5 = .7 | 1 - .4 = .6 | 1 + .5*.2 - .3 = .8 | 1 + .5*.1 - .2 = .85
+    #   A3 = .85, A2 = .8 + .25*.85 = 1.0125, A1 = .6, A0 = .7 + .25*.6 = .85
+    # env 1 is truncated at t=2: it bootstraps from the final observation's value 2.0 but
+    #   takes no advantage from t=3, which belongs to the next episode.
+    #   deltas: .5 | .5 | 1 + .5*2 - 1 = 1 | .5
+    #   A3 = .5, A2 = 1, A1 = .5 + .25*1 = .75, A0 = .5 + .25*.75 = .6875
+    rewards = _time_env([1, 1, 1, 1], [1, 1, 1, 1])
+    values = _time_env([0.5, 0.4, 0.3, 0.2], [1, 1, 1, 1])
+    next_values = _time_env([0.4, 9.0, 0.2, 0.1], [1, 1, 2, 1])
+    terminated = _time_env([F, T, F, F], [F, F, F, F], torch.bool)
+    truncated = _time_env([F, F, F, F], [F, F, T, F], torch.bool)
+    advantages, returns = gae(rewards, values, next_values, terminated, truncated, 0.5, 0.5)
+    expected = _time_env([0.85, 0.6, 1.0125, 0.85], [0.6875, 0.75, 1.0, 0.5])
+    torch.testing.assert_close(advantages, expected)
+    torch.testing.assert_close(returns, expected + values)
+
+
+def test_gae_with_lambda_one_and_no_ends_is_discounted_return_minus_value() -> None:
+    rewards, values = torch.ones(3, 1), torch.zeros(3, 1)
+    flags = torch.zeros(3, 1, dtype=torch.bool)
+    advantages, _ = gae(rewards, values, torch.zeros(3, 1), flags, flags, 0.9, 1.0)
+    torch.testing.assert_close(advantages[:, 0], torch.tensor([1 + 0.9 + 0.81, 1 + 0.9, 1.0]))
+
+
+def test_gae_rejects_flags_of_another_shape() -> None:
+    x = torch.zeros(4, 2)
+    with pytest.raises(TypeCheckError, match="truncated"):
+        gae(x, x, x, x.bool(), torch.zeros(4, 1, dtype=torch.bool), 0.99, 0.95)
+
+
+def test_clip_fraction_and_approx_kl_are_zero_at_ratio_one() -> None:
+    log_prob = torch.randn(16)
+    assert clip_fraction(log_prob, log_prob.clone(), 0.2) == 0.0
+    assert approx_kl(log_prob, log_prob.clone()) == 0.0
+
+
+def test_approx_kl_is_the_low_variance_estimator() -> None:
+    log_ratio = torch.tensor([0.1, -0.2])
+    expected = torch.mean(torch.exp(log_ratio) - 1 - log_ratio)
+    torch.testing.assert_close(approx_kl(log_ratio, torch.zeros(2)), expected)
+    assert clip_fraction(torch.log(torch.tensor([1.5, 1.1])), torch.zeros(2), 0.2) == 0.5
+
+
+def test_clipped_surrogate_takes_the_pessimistic_term() -> None:
+    log_prob = torch.log(torch.tensor([1.5, 0.5]))
+    advantages = torch.tensor([1.0, -1.0])
+    # ratio 1.5, A=1: max(-1.5, -1.2) = -1.2.  ratio 0.5, A=-1: max(0.5, 0.8) = 0.8.
+    loss = clipped_surrogate_loss(log_prob, torch.zeros(2), advantages, 0.2)
+    torch.testing.assert_close(loss, torch.tensor((-1.2 + 0.8) / 2))
+
+
+def test_value_loss_with_and_without_clipping() -> None:
+    values, old, returns = torch.tensor([2.0]), torch.tensor([0.0]), torch.tensor([1.0])
+    torch.testing.assert_close(value_loss(values, old, returns, None), torch.tensor(1.0))
+    # clipped value 0.5: max((2-1)^2, (0.5-1)^2) = 1; and for returns 3: max(1, 6.25).
+    torch.testing.assert_close(value_loss(values, old, returns, 0.5), torch.tensor(1.0))
+    torch.testing.assert_close(
+        value_loss(values, old, torch.tensor([3.0]), 0.5), torch.tensor(6.25)
+    )
+
+
+def test_normalize_advantages() -> None:
+    normalized = normalize_advantages(torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    torch.testing.assert_close(normalized.mean(), torch.tensor(0.0))
+    torch.testing.assert_close(normalized.std(), torch.tensor(1.0), atol=1e-4, rtol=0)
+    assert torch.isfinite(normalize_advantages(torch.tensor([5.0]))).all()
+
+
+def test_every_objective_works_at_batch_size_one() -> None:
+    one = torch.tensor([0.3])
+    for value in (
+        normalize_advantages(one),
+        clipped_surrogate_loss(one, one, one, 0.2),
+        value_loss(one, one, one, 0.2),
+        value_loss(one, one, one, None),
+        entropy_bonus(one),
+        approx_kl(one, one),
+        clip_fraction(one, one, 0.2),
+        reinforce_loss(one, one),
+    ):
+        assert torch.isfinite(value).all()
+
+
+def test_seed_rl_bug_column_advantages_raise_naming_argument_and_shapes() -> None:
+    log_prob, advantages = torch.randn(6), torch.randn(6, 1)
+    with pytest.raises(TypeCheckError) as error:
+        clipped_surrogate_loss(log_prob, log_prob.detach(), advantages, 0.2)
+    message = str(error.value)
+    assert "parameter 'advantages'" in message
+    assert "f32[6]" in message and "f32[6,1]" in message
+    with pytest.raises(TypeCheckError, match="advantages"):
+        reinforce_loss(log_prob, advantages)
+    with pytest.raises(TypeCheckError, match="advantages"):
+        normalize_advantages(advantages)
+
+
+@pytest.mark.parametrize("argument", ["values", "old_values", "returns"])
+def test_value_loss_rejects_a_column(argument: str) -> None:
+    # Lightning's PPO domain template computes (qval - value) with shapes (B,) and (B, 1).
+    arguments = {"values": torch.randn(6), "old_values": torch.randn(6), "returns": torch.randn(6)}
+    arguments[argument] = rearrange(arguments[argument], "batch -> batch 1")
+    with pytest.raises(TypeCheckError, match=argument):
+        value_loss(**arguments, clip_coef=None)
+
+
+def test_unchecked_column_advantages_give_every_action_the_same_credit() -> None:
+    # What the checks prevent: with (N, 1) advantages the gradient of the loss with respect
+    # to each log-probability is the same, -mean(A)/N, whatever that action's advantage.
+    log_prob = torch.zeros(4, requires_grad=True)
+    advantages = torch.tensor([[3.0], [-1.0], [0.5], [-1.5]])
+    (-(log_prob * advantages).mean()).backward()
+    assert log_prob.grad is not None
+    torch.testing.assert_close(log_prob.grad, torch.full((4,), -0.25 / 4))

@@ -1,0 +1,121 @@
+"""The PPO example end to end: the CLI, autoreset handling, summary.json, and the seed's
+RL bug injected into a real training run."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from einops import rearrange
+from jaxtyping import TypeCheckError
+
+from ...policy_gradient import clipped_surrogate_loss
+from ...ppo import module as ppo_module
+from ...ppo.__main__ import main
+from ...ppo.agent import ActorCritic
+from ...ppo.envs import make_vector_env
+from ...ppo.rollout import RolloutCollector
+from ...shapes import checks_disabled
+
+CONFIGS = Path(__file__).resolve().parents[4] / "configs"
+QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+
+
+def _fit(root: Path, config: str = "ppo.yaml", *extra: str) -> dict:
+    main(
+        ["fit", "--config", str(CONFIGS / config), f"--trainer.default_root_dir={root}"]
+        + QUIET
+        + list(extra)
+    )
+    (summary_path,) = root.rglob("summary.json")
+    return json.loads(summary_path.read_text())
+
+
+def _collector(num_envs: int, num_steps: int, max_episode_steps: int | None = None):
+    envs = make_vector_env("CartPole-v1", num_envs, max_episode_steps=max_episode_steps)
+    space = envs.single_action_space
+    agent = ActorCritic(4, space)  # type: ignore[arg-type]
+    return RolloutCollector(envs, agent, num_steps, 0.99, 0.95, 1.0, seed=0), agent
+
+
+def test_fast_dev_run_fits(tmp_path: Path) -> None:
+    main(
+        [
+            "fit",
+            "--config",
+            str(CONFIGS / "ppo.yaml"),
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.fast_dev_run=true",
+            *QUIET,
+        ]
+    )
+
+
+def test_short_fit_writes_the_summary_contract(tmp_path: Path) -> None:
+    summary = _fit(
+        tmp_path, "ppo.yaml", "--model.total_env_steps=2048", "--model.eval_every_env_steps=1024"
+    )
+    for key in ("eval_return_mean", "env_steps", "train_seconds", "steps_to_475", "seconds_to_475"):
+        assert key in summary, key
+    assert summary["env_steps"] == 2048
+    assert summary["eval_episodes"] >= 10
+    assert len(summary["evaluations"]) == 3  # at 1024, at 2048 and at the end
+
+
+def test_rollouts_hold_no_fake_transition_at_autoreset() -> None:
+    # An untrained CartPole policy ends an episode every ~20 steps. With gymnasium's
+    # default autoreset, the step after each end would be a fake transition with reward 0.
+    collector, _ = _collector(num_envs=4, num_steps=128)
+    rollout = collector.collect()
+    assert rollout.terminated.sum() >= 8
+    assert torch.all(rollout.rewards == 1.0)
+    assert len(collector.episodes.returns) == int(rollout.terminated.sum())
+
+
+def test_truncation_bootstraps_from_the_final_observation() -> None:
+    collector, agent = _collector(num_envs=2, num_steps=12, max_episode_steps=5)
+    rollout = collector.collect()
+    cut = rollout.truncated & ~rollout.terminated
+    assert cut.any()
+    ongoing = ~(rollout.terminated | rollout.truncated)[:-1]
+    # Mid-episode, next_values[t] is the value of the next stored observation...
+    torch.testing.assert_close(rollout.next_values[:-1][ongoing], rollout.values[1:][ongoing])
+    # ...but after a truncation it is the value of the final observation, not of the reset
+    # one stored next, and the advantage does not flow across the boundary.
+    after_cut = cut[:-1]
+    assert not torch.allclose(rollout.next_values[:-1][after_cut], rollout.values[1:][after_cut])
+    assert torch.all(rollout.next_values[cut] != 0)
+
+
+def test_pendulum_config_runs(tmp_path: Path) -> None:
+    summary = _fit(
+        tmp_path, "pendulum.yaml", "--model.total_env_steps=2048", "--model.eval_every_env_steps=0"
+    )
+    assert summary["env_steps"] == 2048
+    assert summary["eval_return_mean"] < 0  # Pendulum's rewards are costs
+
+
+def _column_advantages(log_prob, old_log_prob, advantages, clip_coef):
+    """The seed's RL bug: advantages reach the loss as (N, 1)."""
+    return clipped_surrogate_loss(
+        log_prob, old_log_prob, rearrange(advantages, "batch -> batch 1"), clip_coef
+    )
+
+
+def test_seed_rl_bug_raises_inside_training(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
+    with pytest.raises(TypeCheckError, match="advantages"):
+        _fit(tmp_path, "ppo.yaml", "--model.total_env_steps=1024")
+
+
+def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> None:
+    budget = ["--model.total_env_steps=16384", "--model.eval_every_env_steps=0"]
+    correct = _fit(tmp_path / "correct", "ppo.yaml", *budget)
+    monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
+    with checks_disabled():
+        buggy = _fit(tmp_path / "buggy", "ppo.yaml", *budget)
+    print(
+        f"\nPPO seed bug at {budget[0]}: eval return correct {correct['eval_return_mean']}, "
+        f"(N, 1) advantages unchecked {buggy['eval_return_mean']}"
+    )
+    assert correct["eval_return_mean"] >= 2 * buggy["eval_return_mean"]

@@ -1,0 +1,69 @@
+"""The actor-critic: separate tanh MLPs for the policy and the value, orthogonally
+initialised (gain sqrt 2 inside, 0.01 on the policy head so the first policy is near
+uniform, 1.0 on the value head).
+
+Discrete actions are a categorical over logits; Box actions a diagonal Gaussian with a
+learned, state-independent log standard deviation. Log-probabilities and entropies are
+per sample, ``(batch,)``, whatever the action's own shape.
+"""
+
+from collections.abc import Sequence
+
+import gymnasium as gym
+import torch
+from torch import nn
+from torch.distributions import Categorical, Distribution, Independent, Normal
+
+from ..nets import MLP, ScalarMLP
+from ..shapes import Float, Int, Tensor, typechecked
+
+Action = Int[Tensor, "batch"] | Float[Tensor, "batch action"]
+
+
+class ActorCritic(nn.Module):
+    def __init__(
+        self,
+        observation_size: int,
+        action_space: gym.spaces.Discrete | gym.spaces.Box,
+        hidden_sizes: Sequence[int] = (64, 64),
+    ) -> None:
+        super().__init__()
+        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        if isinstance(action_space, gym.spaces.Discrete):
+            outputs = int(action_space.n)
+        else:
+            (outputs,) = action_space.shape
+        self.actor = MLP(observation_size, outputs, hidden_sizes, "tanh", output_gain=0.01)
+        self.critic = ScalarMLP(observation_size, hidden_sizes, "tanh", output_gain=1.0)
+        self.log_std = nn.Parameter(torch.zeros(0 if self.discrete else outputs))
+
+    def _distribution(self, observation: Float[Tensor, "batch feature"]) -> Distribution:
+        out = self.actor(observation)
+        if self.discrete:
+            return Categorical(logits=out, validate_args=False)
+        std = torch.exp(self.log_std).expand_as(out)
+        return Independent(Normal(out, std, validate_args=False), 1, validate_args=False)
+
+    @typechecked
+    def value(self, observation: Float[Tensor, "batch feature"]) -> Float[Tensor, "batch"]:
+        return self.critic(observation)
+
+    @typechecked
+    def sample(self, observation: Float[Tensor, "batch feature"]) -> Action:
+        """Draw an action for each row from the current policy."""
+        return self._distribution(observation).sample()
+
+    @typechecked
+    def greedy(self, observation: Float[Tensor, "batch feature"]) -> Action:
+        """The most likely action: argmax of the logits, or the Gaussian's mean."""
+        out = self.actor(observation)
+        return out.argmax(dim=-1) if self.discrete else out
+
+    @typechecked
+    def evaluate(
+        self, observation: Float[Tensor, "batch feature"], action: Action
+    ) -> tuple[Float[Tensor, "batch"], Float[Tensor, "batch"], Float[Tensor, "batch"]]:
+        """Log-probability and entropy of given actions under the current policy, and the
+        current value of each observation."""
+        distribution = self._distribution(observation)
+        return distribution.log_prob(action), distribution.entropy(), self.critic(observation)

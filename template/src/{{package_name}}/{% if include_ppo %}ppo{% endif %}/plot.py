@@ -1,0 +1,47 @@
+"""Draw a run's learning curve: ``python -m <package>.ppo.plot RUN_LOG_DIR``.
+
+Reads ``episodes.csv`` (written at the end of ``fit``) and writes ``learning_curve.png``
+beside it: every training episode's return and the mean of the last 20, against env steps.
+Needs matplotlib (``pip install -e ".[plot]"``); training does not.
+"""
+
+import csv
+import sys
+from pathlib import Path
+
+
+def plot_learning_curve(log_dir: Path, window: int = 20) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    source = log_dir / "episodes.csv"
+    if not source.is_file():
+        raise FileNotFoundError(f"{source}: no such file; is {log_dir} a PPO run's log dir?")
+    with source.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    steps = [int(row["env_step"]) for row in rows]
+    returns = [float(row["return"]) for row in rows]
+    rolling = [
+        sum(returns[max(0, i + 1 - window) : i + 1]) / min(i + 1, window)
+        for i in range(len(returns))
+    ]
+    figure, axes = plt.subplots(figsize=(7, 4))
+    axes.plot(steps, returns, ".", markersize=2, alpha=0.4, label="episode return")
+    axes.plot(steps, rolling, label=f"mean of last {window}")
+    axes.set_xlabel("environment steps")
+    axes.set_ylabel("episodic return")
+    axes.legend(loc="lower right")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    target = log_dir / "learning_curve.png"
+    figure.savefig(target, dpi=120)
+    plt.close(figure)
+    return target
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m <package>.ppo.plot RUN_LOG_DIR")
+    print(plot_learning_curve(Path(sys.argv[1])))

@@ -1,0 +1,185 @@
+"""Collect a fixed-length rollout from vector environments and turn it into training data.
+
+Storage is allocated once with explicit ``(time, env)`` shapes. Each step records the
+observation the action was chosen from, so with ``SAME_STEP`` autoreset every stored row
+is a real transition. ``next_values[t]`` is the value of what followed step ``t``: the next
+stored observation, or for a truncated episode the value of its final observation (the
+environment reset in the same step, so the next stored row belongs to a new episode).
+"""
+
+import csv
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+from einops import rearrange
+from gymnasium.vector import VectorEnv
+
+from ..policy_gradient import gae
+from ..shapes import Bool, Float, Int, Tensor
+from .agent import ActorCritic
+from .envs import final_observations
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One rollout, time-major, with its advantages and critic targets."""
+
+    observations: Float[Tensor, "time env feature"]
+    actions: Int[Tensor, "time env"] | Float[Tensor, "time env action"]
+    log_probs: Float[Tensor, "time env"]
+    values: Float[Tensor, "time env"]
+    next_values: Float[Tensor, "time env"]
+    rewards: Float[Tensor, "time env"]
+    terminated: Bool[Tensor, "time env"]
+    truncated: Bool[Tensor, "time env"]
+    advantages: Float[Tensor, "time env"]
+    returns: Float[Tensor, "time env"]
+
+    def samples(self) -> dict[str, Tensor]:
+        """Training samples: one row per (time, env), the only order minibatches need."""
+        flat = "time env ... -> (time env) ..."
+        return {
+            "observation": rearrange(self.observations, flat),
+            "action": rearrange(self.actions, flat),
+            "log_prob": rearrange(self.log_probs, flat),
+            "value": rearrange(self.values, flat),
+            "advantage": rearrange(self.advantages, flat),
+            "return": rearrange(self.returns, flat),
+        }
+
+
+@dataclass
+class Episodes:
+    """Finished training episodes: env steps and seconds at their end, return, length."""
+
+    env_steps: list[int] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+
+    def write_csv(self, path: Path) -> None:
+        with path.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["env_step", "seconds", "return", "length"])
+            columns = (self.env_steps, self.seconds, self.returns, self.lengths)
+            writer.writerows(zip(*columns, strict=True))
+
+
+class RolloutCollector:
+    """Steps ``envs`` with ``agent`` and keeps the episode bookkeeping between rollouts."""
+
+    def __init__(
+        self,
+        envs: VectorEnv,
+        agent: ActorCritic,
+        num_steps: int,
+        gamma: float,
+        gae_lambda: float,
+        reward_scale: float,
+        seed: int,
+    ) -> None:
+        self.envs, self.agent, self.num_steps = envs, agent, num_steps
+        self.gamma, self.gae_lambda, self.reward_scale = gamma, gae_lambda, reward_scale
+        self.num_envs = envs.num_envs
+        self.action_space = envs.single_action_space
+        observation, _ = envs.reset(seed=seed)
+        self.observation = torch.as_tensor(observation, dtype=torch.float32)
+        self.episode_return = np.zeros(self.num_envs)
+        self.episode_length = np.zeros(self.num_envs, dtype=np.int64)
+        self.episodes = Episodes()
+        self.env_steps = 0
+        self.env_seconds = 0.0
+        self.policy_seconds = 0.0
+        self.started = time.perf_counter()
+
+    def _to_env(self, action: Tensor) -> np.ndarray:
+        if isinstance(self.action_space, gym.spaces.Box):
+            low, high = self.action_space.low, self.action_space.high
+            return np.clip(action.numpy(), low, high)
+        return action.numpy()
+
+    @torch.no_grad()
+    def collect(self) -> Rollout:
+        """Step every environment ``num_steps`` times, then score the rollout in one batch.
+
+        Only sampling needs the policy step by step; log-probabilities and values come from
+        one batched call afterwards, with the same parameters.
+        """
+        observations = [self.observation]
+        actions, rewards, terminated, truncated = [], [], [], []
+        final_rows: list[tuple[int, int]] = []
+        final_observations_seen: list[np.ndarray] = []
+        for t in range(self.num_steps):
+            tick = time.perf_counter()
+            action = self.agent.sample(self.observation)
+            tock = time.perf_counter()
+            observation, reward, term, trunc, info = self.envs.step(self._to_env(action))
+            self.env_seconds += time.perf_counter() - tock
+            self.policy_seconds += tock - tick
+            cut = np.flatnonzero(trunc & ~term)
+            if len(cut):
+                final_rows += [(t, int(row)) for row in cut]
+                final_observations_seen.append(final_observations(info, cut))
+            self._record_episodes(reward, term | trunc)
+            self.observation = torch.as_tensor(observation, dtype=torch.float32)
+            observations.append(self.observation)
+            actions.append(action)
+            rewards.append(reward)
+            terminated.append(term)
+            truncated.append(trunc)
+
+        tick = time.perf_counter()
+        visited = torch.stack(observations[:-1])
+        taken = torch.stack(actions)
+        flat = "time env ... -> (time env) ..."
+        log_probs, _, values = self.agent.evaluate(rearrange(visited, flat), rearrange(taken, flat))
+        steps = "(time env) -> time env"
+        log_probs = rearrange(log_probs, steps, env=self.num_envs)
+        values = rearrange(values, steps, env=self.num_envs)
+        bootstrap = rearrange(self.agent.value(self.observation), "env -> 1 env")
+        next_values = torch.cat([values[1:], bootstrap])
+        truncated_flags = torch.as_tensor(np.stack(truncated))
+        if final_rows:
+            time_index, env_index = (torch.tensor(index) for index in zip(*final_rows, strict=True))
+            finals = torch.as_tensor(np.concatenate(final_observations_seen))
+            next_values[time_index, env_index] = self.agent.value(finals)
+        rewards_tensor = torch.as_tensor(np.stack(rewards) * self.reward_scale, dtype=torch.float32)
+        terminated_flags = torch.as_tensor(np.stack(terminated))
+        advantages, returns = gae(
+            rewards_tensor,
+            values,
+            next_values,
+            terminated_flags,
+            truncated_flags,
+            self.gamma,
+            self.gae_lambda,
+        )
+        self.policy_seconds += time.perf_counter() - tick
+        return Rollout(
+            observations=visited,
+            actions=taken,
+            log_probs=log_probs,
+            values=values,
+            next_values=next_values,
+            rewards=rewards_tensor,
+            terminated=terminated_flags,
+            truncated=truncated_flags,
+            advantages=advantages,
+            returns=returns,
+        )
+
+    def _record_episodes(self, reward: np.ndarray, done: np.ndarray) -> None:
+        self.env_steps += self.num_envs
+        self.episode_return += reward
+        self.episode_length += 1
+        for row in np.flatnonzero(done):
+            self.episodes.env_steps.append(self.env_steps)
+            self.episodes.seconds.append(time.perf_counter() - self.started)
+            self.episodes.returns.append(float(self.episode_return[row]))
+            self.episodes.lengths.append(int(self.episode_length[row]))
+        self.episode_return[done] = 0.0
+        self.episode_length[done] = 0
