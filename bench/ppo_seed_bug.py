@@ -29,7 +29,9 @@ def main() -> None:
         cli.main([*args, f"--trainer.default_root_dir={root / 'checked'}"])
         error = None
     except Exception as raised:  # the type-check error; anything else is reported too
-        error = f"{type(raised).__name__}: " + " | ".join(str(raised).splitlines()[:2])
+        wanted = ("Type-check error", "The problem arose", "Actual value")
+        lines = [line for line in str(raised).splitlines() if line.startswith(wanted)]
+        error = f"{type(raised).__name__}: " + " | ".join(lines or str(raised).splitlines()[:2])
     with shapes.checks_disabled():
         cli.main([*args, f"--trainer.default_root_dir={root / 'unchecked'}"])
     (summary_path,) = (root / "unchecked").rglob("summary.json")
