@@ -51,6 +51,36 @@ def test_fast_dev_run_fits(tmp_path: Path) -> None:
     )
 
 
+def test_async_vectorization_fits(tmp_path: Path) -> None:
+    summary = _fit(
+        tmp_path,
+        "ppo.yaml",
+        "--model.vectorization=async",
+        "--model.num_envs=2",
+        "--model.num_steps=64",
+        "--model.total_env_steps=128",
+        "--model.eval_every_env_steps=0",
+    )
+    assert summary["env_steps"] == 128
+
+
+def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> None:
+    summary = _fit(
+        tmp_path,
+        "ppo.yaml",
+        "--model.total_env_steps=2048",
+        "--model.value_clip_coef=0.2",
+        "--model.anneal_clip=true",
+        "--model.entropy_coef=0.01",
+        "--model.target_kl=1e-9",
+        "--model.eval_every_env_steps=0",
+    )
+    # The KL is measured in each minibatch's forward pass, before its step, as in CleanRL:
+    # the first epoch sees the unchanged policy (KL 0), the second a moved one. With a
+    # target of ~0 each of the 2 rollouts stops after 2 of its 30 epochs.
+    assert summary["global_step"] == 2 * 2
+
+
 def test_short_fit_writes_the_summary_contract(tmp_path: Path) -> None:
     summary = _fit(
         tmp_path, "ppo.yaml", "--model.total_env_steps=2048", "--model.eval_every_env_steps=1024"
