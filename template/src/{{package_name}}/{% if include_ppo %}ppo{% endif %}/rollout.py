@@ -1,10 +1,11 @@
 """Collect a fixed-length rollout from vector environments and turn it into training data.
 
-Storage is allocated once with explicit ``(time, env)`` shapes. Each step records the
-observation the action was chosen from, so with ``SAME_STEP`` autoreset every stored row
-is a real transition. ``next_values[t]`` is the value of what followed step ``t``: the next
-stored observation, or for a truncated episode the value of its final observation (the
-environment reset in the same step, so the next stored row belongs to a new episode).
+Each step records the observation the action was chosen from, so with ``SAME_STEP``
+autoreset every stored row is a real transition. ``next_values[t]`` is the value of what
+followed step ``t``: the next stored observation, or for a truncated episode the value of
+its final observation (the environment reset in the same step, so the next stored row
+belongs to a new episode). ``Rollout`` checks at construction that every field shares
+the same ``time`` and ``env`` axes.
 """
 
 import csv
@@ -19,11 +20,12 @@ from einops import rearrange
 from gymnasium.vector import VectorEnv
 
 from ..policy_gradient import gae
-from ..shapes import Bool, Float, Int, Tensor
+from ..shapes import Bool, Float, Int, Tensor, typechecked
 from .agent import ActorCritic
 from .envs import final_observations
 
 
+@typechecked
 @dataclass(frozen=True)
 class Rollout:
     """One rollout, time-major, with its advantages and critic targets."""
@@ -109,12 +111,12 @@ class RolloutCollector:
         Only sampling needs the policy step by step; log-probabilities and values come from
         one batched call afterwards, with the same parameters.
         """
-        observations = [self.observation]
-        actions, rewards, terminated, truncated = [], [], [], []
+        observations, actions, rewards, terminated, truncated = [], [], [], [], []
         final_rows: list[tuple[int, int]] = []
         final_observations_seen: list[np.ndarray] = []
         for t in range(self.num_steps):
             tick = time.perf_counter()
+            observations.append(self.observation)
             action = self.agent.sample(self.observation)
             tock = time.perf_counter()
             observation, reward, term, trunc, info = self.envs.step(self._to_env(action))
@@ -126,14 +128,13 @@ class RolloutCollector:
                 final_observations_seen.append(final_observations(info, cut))
             self._record_episodes(reward, term | trunc)
             self.observation = torch.as_tensor(observation, dtype=torch.float32)
-            observations.append(self.observation)
             actions.append(action)
             rewards.append(reward)
             terminated.append(term)
             truncated.append(trunc)
 
         tick = time.perf_counter()
-        visited = torch.stack(observations[:-1])
+        visited = torch.stack(observations)
         taken = torch.stack(actions)
         flat = "time env ... -> (time env) ..."
         log_probs, _, values = self.agent.evaluate(rearrange(visited, flat), rearrange(taken, flat))

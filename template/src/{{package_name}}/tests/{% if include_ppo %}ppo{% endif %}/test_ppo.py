@@ -1,6 +1,7 @@
 """The PPO example end to end: the CLI, autoreset handling, summary.json, and the seed's
 RL bug injected into a real training run."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -115,6 +116,13 @@ def test_truncation_bootstraps_from_the_final_observation() -> None:
     after_cut = cut[:-1]
     assert not torch.allclose(rollout.next_values[:-1][after_cut], rollout.values[1:][after_cut])
     assert torch.all(rollout.next_values[cut] != 0)
+
+
+def test_rollout_fields_must_share_time_and_env_axes() -> None:
+    collector, _ = _collector(num_envs=2, num_steps=8)
+    rollout = collector.collect()
+    with pytest.raises(TypeCheckError, match="advantages"):
+        dataclasses.replace(rollout, advantages=rearrange(rollout.advantages, "t e -> (t e) 1"))
 
 
 def test_pendulum_config_runs(tmp_path: Path) -> None:
