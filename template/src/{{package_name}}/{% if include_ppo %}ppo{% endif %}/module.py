@@ -41,6 +41,7 @@ from .solved import first_solved
 
 Samples = dict[str, Tensor]
 STATISTICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+APPROX_KL = STATISTICS.index("approx_kl")
 
 
 class _RolloutStream(IterableDataset):
@@ -90,7 +91,8 @@ class PPOModule(L.LightningModule):
             num_envs: Environments stepped together.
             vectorization: ``sync`` steps them in this process, ``async`` in subprocesses.
             num_steps: Steps per environment in each rollout.
-            total_env_steps: Training budget in environment steps, over all environments.
+            total_env_steps: Training budget in environment steps over this process's
+                environments (under DDP every process collects this many).
             learning_rate: Adam learning rate at the start.
             anneal_lr: Decay the learning rate linearly to zero over the budget.
             gamma: Discount factor.
@@ -186,7 +188,7 @@ class PPOModule(L.LightningModule):
                 self.clip_gradients(optimizer.optimizer, gradient_clip_val=hp["max_grad_norm"])
                 optimizer.step()
                 statistics.append(minibatch_statistics)
-            if hp["target_kl"] is not None and statistics[-1][3].item() > hp["target_kl"]:
+            if hp["target_kl"] is not None and statistics[-1][APPROX_KL].item() > hp["target_kl"]:
                 break
         self.timing["update"] += time.perf_counter() - tick
         self._end_of_rollout(torch.stack(statistics).mean(dim=0), optimizer.param_groups[0]["lr"])
