@@ -18,7 +18,8 @@ def main(args: list[str] | None = None) -> LightningCLI:
     return LightningCLI(
         PPOModule,
         seed_everything_default=0,
-        trainer_defaults={"callbacks": [RunSummary(metrics=())]},
+        # One epoch is one pass over the rollout stream: the whole budget.
+        trainer_defaults={"max_epochs": 1, "callbacks": [RunSummary(metrics=())]},
         save_config_kwargs={"overwrite": True},
         args=args,
     )

@@ -15,6 +15,7 @@ def evaluate(agent: ActorCritic, env_id: str, episodes: int, seed: int) -> list[
     Each environment runs exactly one episode; after it ends its later steps (a new episode
     begun by autoreset) are not counted.
     """
+    device = next(agent.parameters()).device
     envs = make_vector_env(env_id, episodes)
     action_space = envs.single_action_space
     observation, _ = envs.reset(seed=seed)
@@ -22,7 +23,8 @@ def evaluate(agent: ActorCritic, env_id: str, episodes: int, seed: int) -> list[
     running = np.ones(episodes, dtype=bool)
     try:
         while running.any():
-            action = agent.greedy(torch.as_tensor(observation, dtype=torch.float32)).numpy()
+            observation = torch.as_tensor(observation, dtype=torch.float32, device=device)
+            action = agent.greedy(observation).cpu().numpy()
             if isinstance(action_space, gym.spaces.Box):
                 action = np.clip(action, action_space.low, action_space.high)
             observation, reward, terminated, truncated, _ = envs.step(action)

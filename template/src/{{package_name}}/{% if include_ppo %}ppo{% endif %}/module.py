@@ -108,7 +108,8 @@ class PPOModule(L.LightningModule):
             value_coef: Weight of the value loss.
             max_grad_norm: Global gradient-norm clip of every optimizer step.
             target_kl: Skip a rollout's remaining epochs once the approx KL of an epoch's last
-                minibatch exceeds this; None never stops early.
+                minibatch, measured before its step as in CleanRL, exceeds this (so the
+                first epoch always runs in full); None never stops early.
             hidden_sizes: Width of each hidden layer, for the actor and the critic alike.
             reward_scale: Multiplies rewards for learning; logged returns stay unscaled.
             eval_every_env_steps: Deterministic evaluation interval (0: only at the end).
@@ -144,6 +145,13 @@ class PPOModule(L.LightningModule):
     def setup(self, stage: str) -> None:
         if self.hparams["torch_threads"]:
             torch.set_num_threads(self.hparams["torch_threads"])
+
+    def on_fit_start(self) -> None:
+        if self.trainer.max_epochs != 1:
+            raise ValueError(
+                f"PPOModule runs its whole budget (total_env_steps) in one epoch; set "
+                f"--trainer.max_epochs=1, not {self.trainer.max_epochs}"
+            )
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(_RolloutStream(self), batch_size=None)
@@ -218,7 +226,9 @@ class PPOModule(L.LightningModule):
         """A last deterministic evaluation, and every training episode in episodes.csv."""
         if self.collector is None:
             return
-        self._evaluate(self.collector.env_steps * self.trainer.world_size)
+        env_steps = self.collector.env_steps * self.trainer.world_size
+        if not self.evaluations or self.evaluations[-1][0] != env_steps:
+            self._evaluate(env_steps)
         if self.trainer.is_global_zero:
             log_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
             log_dir.mkdir(parents=True, exist_ok=True)

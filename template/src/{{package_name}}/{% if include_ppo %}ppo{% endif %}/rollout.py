@@ -88,8 +88,9 @@ class RolloutCollector:
         self.gamma, self.gae_lambda, self.reward_scale = gamma, gae_lambda, reward_scale
         self.num_envs = envs.num_envs
         self.action_space = envs.single_action_space
+        self.device = next(agent.parameters()).device
         observation, _ = envs.reset(seed=seed)
-        self.observation = torch.as_tensor(observation, dtype=torch.float32)
+        self.observation = self._tensor(observation)
         self.episode_return = np.zeros(self.num_envs)
         self.episode_length = np.zeros(self.num_envs, dtype=np.int64)
         self.episodes = Episodes()
@@ -98,11 +99,14 @@ class RolloutCollector:
         self.policy_seconds = 0.0
         self.started = time.perf_counter()
 
+    def _tensor(self, array: np.ndarray) -> Tensor:
+        return torch.as_tensor(array, dtype=torch.float32, device=self.device)
+
     def _to_env(self, action: Tensor) -> np.ndarray:
         if isinstance(self.action_space, gym.spaces.Box):
             low, high = self.action_space.low, self.action_space.high
-            return np.clip(action.numpy(), low, high)
-        return action.numpy()
+            return np.clip(action.cpu().numpy(), low, high)
+        return action.cpu().numpy()
 
     @torch.no_grad()
     def collect(self) -> Rollout:
@@ -127,7 +131,7 @@ class RolloutCollector:
                 final_rows += [(t, int(row)) for row in cut]
                 final_observations_seen.append(final_observations(info, cut))
             self._record_episodes(reward, term | trunc)
-            self.observation = torch.as_tensor(observation, dtype=torch.float32)
+            self.observation = self._tensor(observation)
             actions.append(action)
             rewards.append(reward)
             terminated.append(term)
@@ -143,13 +147,15 @@ class RolloutCollector:
         values = rearrange(values, steps, env=self.num_envs)
         bootstrap = rearrange(self.agent.value(self.observation), "env -> 1 env")
         next_values = torch.cat([values[1:], bootstrap])
-        truncated_flags = torch.as_tensor(np.stack(truncated))
+        truncated_flags = torch.as_tensor(np.stack(truncated), device=self.device)
         if final_rows:
-            time_index, env_index = (torch.tensor(index) for index in zip(*final_rows, strict=True))
-            finals = torch.as_tensor(np.concatenate(final_observations_seen))
+            time_index, env_index = (
+                torch.tensor(index, device=self.device) for index in zip(*final_rows, strict=True)
+            )
+            finals = self._tensor(np.concatenate(final_observations_seen))
             next_values[time_index, env_index] = self.agent.value(finals)
-        rewards_tensor = torch.as_tensor(np.stack(rewards) * self.reward_scale, dtype=torch.float32)
-        terminated_flags = torch.as_tensor(np.stack(terminated))
+        rewards_tensor = self._tensor(np.stack(rewards) * self.reward_scale)
+        terminated_flags = torch.as_tensor(np.stack(terminated), device=self.device)
         advantages, returns = gae(
             rewards_tensor,
             values,

@@ -1,7 +1,8 @@
 """Read a CSV into a target vector and a numeric feature matrix, or say exactly what is wrong.
 
 A column is a feature when every one of its cells parses as a finite number; columns with
-no numeric cell (ids, names) are left out and reported. A column that is mostly numeric
+no numeric cell (ids, names) are left out and reported. Blank lines are skipped; line
+numbers in errors are the file's own. A column that is mostly numeric
 but has a bad cell is an error naming the row, not a column to drop quietly.
 """
 
@@ -25,6 +26,8 @@ class NumericTable:
 
 
 def _parse(cell: str) -> float | None:
+    if "_" in cell:  # float() would read "1_000" as 1000
+        return None
     try:
         value = float(cell)
     except ValueError:
@@ -35,14 +38,24 @@ def _parse(cell: str) -> float | None:
 def read_numeric_csv(path: Path, target: str) -> NumericTable:
     if not path.is_file():
         raise FileNotFoundError(f"--data.csv_path {path}: no such file")
-    with path.open(newline="") as handle:
-        rows = list(csv.reader(handle))
-    if len(rows) < 3:
-        raise ValueError(f"{path}: needs a header and at least 2 data rows, found {len(rows)} rows")
-    header, body = [name.strip() for name in rows[0]], rows[1:]
+    # utf-8-sig: spreadsheets often start the file with a byte-order mark.
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
+        numbered = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+    if len(numbered) < 3:
+        raise ValueError(
+            f"{path}: needs a header and at least 2 data rows, "
+            f"found {max(0, len(numbered) - 1)} data rows"
+        )
+    header = [name.strip() for name in numbered[0][1]]
+    duplicated = sorted({name for name in header if header.count(name) > 1})
+    if duplicated:
+        raise ValueError(f"{path}: duplicate column names {duplicated}")
     if target not in header:
         raise ValueError(f"{path}: no column {target!r} for --data.target; columns are {header}")
-    for line, row in enumerate(body, start=2):
+    lines = [line for line, _ in numbered[1:]]
+    body = [row for _, row in numbered[1:]]
+    for line, row in zip(lines, body, strict=True):
         if len(row) != len(header):
             raise ValueError(f"{path}:{line}: {len(row)} cells, the header has {len(header)}")
 
@@ -50,14 +63,14 @@ def read_numeric_csv(path: Path, target: str) -> NumericTable:
     skipped: list[str] = []
     for index, name in enumerate(header):
         parsed = [_parse(row[index]) for row in body]
-        bad = [line for line, value in enumerate(parsed, start=2) if value is None]
+        bad = [position for position, value in enumerate(parsed) if value is None]
         if len(bad) == len(parsed) and name != target:
             skipped.append(name)
             continue
         if bad:
-            cell = body[bad[0] - 2][index]
+            cell = body[bad[0]][index]
             raise ValueError(
-                f"{path}:{bad[0]}: column {name!r} has {cell!r}, not a finite number "
+                f"{path}:{lines[bad[0]]}: column {name!r} has {cell!r}, not a finite number "
                 f"({len(bad)} such cells in the column)"
             )
         columns[name] = [value for value in parsed if value is not None]

@@ -5,6 +5,8 @@ units, so a checkpoint predicts real values on its own. R² and MAE are computed
 whole validation split (gathered across processes under DDP), not averaged per batch.
 """
 
+import math
+
 import lightning as L
 import torch
 from einops import rearrange
@@ -33,7 +35,8 @@ class RegressionModule(L.LightningModule):
             num_features: Input columns; the CLI links it from the data.
             hidden_sizes: Width of each hidden layer.
             activation: Non-linearity between layers.
-            learning_rate: Peak Adam learning rate, cosine-annealed to zero over max_epochs.
+            learning_rate: Peak Adam learning rate, cosine-annealed to zero over the run's
+                optimizer steps.
             weight_decay: AdamW weight decay.
             target_mean: Training-split mean of the target; the CLI links it from the data.
             target_std: Training-split standard deviation of the target; linked likewise.
@@ -87,6 +90,13 @@ class RegressionModule(L.LightningModule):
         optimizer = torch.optim.AdamW(
             self.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay
         )
-        max_epochs = self.trainer.max_epochs or 1
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, max_epochs))
-        return {"optimizer": optimizer, "lr_scheduler": schedule}
+        total_steps = self.trainer.estimated_stepping_batches
+        if not math.isfinite(total_steps):
+            raise ValueError(
+                "the cosine schedule needs a length: set --trainer.max_epochs or "
+                "--trainer.max_steps"
+            )
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
+            optimizer, T_max=max(1, int(total_steps))
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

@@ -84,13 +84,19 @@ def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> N
 
 def test_short_fit_writes_the_summary_contract(tmp_path: Path) -> None:
     summary = _fit(
-        tmp_path, "ppo.yaml", "--model.total_env_steps=2048", "--model.eval_every_env_steps=1024"
+        tmp_path, "ppo.yaml", "--model.total_env_steps=3072", "--model.eval_every_env_steps=1024"
     )
     for key in ("eval_return_mean", "env_steps", "train_seconds", "steps_to_475", "seconds_to_475"):
         assert key in summary, key
-    assert summary["env_steps"] == 2048
+    assert summary["env_steps"] == 3072
     assert summary["eval_episodes"] >= 10
-    assert len(summary["evaluations"]) == 3  # at 1024, at 2048 and at the end
+    # Every 1024 steps; the end falls on 3072, so it is not evaluated twice.
+    assert [steps for steps, _ in summary["evaluations"]] == [1024, 2048, 3072]
+
+
+def test_more_than_one_epoch_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_epochs=1"):
+        _fit(tmp_path, "ppo.yaml", "--model.total_env_steps=1024", "--trainer.max_epochs=2")
 
 
 def test_rollouts_hold_no_fake_transition_at_autoreset() -> None:

@@ -104,6 +104,42 @@ def test_csv_without_target_is_refused(tmp_path: Path) -> None:
         RegressionData(csv_path=path)
 
 
+def test_blank_lines_and_byte_order_mark_are_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("\ufeffa,y\n1,2\n\n3,4\n5,7\n\n", encoding="utf-8")
+    data = RegressionData(csv_path=path, target="y", val_fraction=0.34)
+    assert data.num_features == 1 and len(data.train_set) + len(data.val_set) == 3
+
+
+def test_bad_cell_line_counts_blank_lines(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("a,y\n1,2\n\n3,x\n5,6\n")
+    with pytest.raises(ValueError, match=r"t\.csv:4: column 'y' has 'x'"):
+        RegressionData(csv_path=path, target="y")
+
+
+def test_duplicate_columns_are_refused(tmp_path: Path) -> None:
+    path = _write_csv(tmp_path / "t.csv", [["a", "a", "y"], [1, 2, 3], [4, 5, 6], [7, 8, 9]])
+    with pytest.raises(ValueError, match=r"duplicate column names \['a'\]"):
+        RegressionData(csv_path=path, target="y")
+
+
+def test_too_few_rows_counts_data_rows(tmp_path: Path) -> None:
+    path = _write_csv(tmp_path / "t.csv", [["a", "y"], [1, 2]])
+    with pytest.raises(ValueError, match="found 1 data rows"):
+        RegressionData(csv_path=path, target="y")
+
+
+def test_step_limited_run_anneals_over_its_steps(tmp_path: Path) -> None:
+    summary = _fit(
+        tmp_path,
+        "--trainer.max_epochs=-1",
+        "--trainer.max_steps=4",
+        "--trainer.limit_val_batches=1",
+    )
+    assert summary["global_step"] == 4
+
+
 def test_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="nothere.csv"):
         RegressionData(csv_path=tmp_path / "nothere.csv", target="y")
