@@ -11,6 +11,7 @@ from jaxtyping import TypeCheckError
 
 from ..losses import (
     bce_with_logits_loss,
+    cross_entropy_loss,
     gaussian_nll_loss,
     huber_loss,
     l1_loss,
@@ -91,8 +92,6 @@ def test_losses_match_torch_on_correct_shapes() -> None:
 
 
 def test_cross_entropy_shapes() -> None:
-    from ..losses import cross_entropy_loss
-
     logits, labels = torch.randn(6, 3), torch.randint(0, 3, (6,))
     torch.testing.assert_close(cross_entropy_loss(logits, labels), F.cross_entropy(logits, labels))
     assert cross_entropy_loss(torch.randn(1, 3), torch.tensor([2])).shape == ()

@@ -10,10 +10,20 @@ from pathlib import Path
 import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_info
+from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
 from .csv_table import read_numeric_csv
 from .synthetic import make_synthetic_regression
+
+
+def _spread(values: Tensor) -> Tensor:
+    """Standard deviation along the rows, 1 where it is zero or undefined (a constant
+    column, a single row), so that standardising never divides by zero."""
+    if len(values) < 2:
+        return torch.ones_like(values[0])
+    std = values.std(dim=0)
+    return torch.where(std > 0, std, torch.ones_like(std))
 
 
 class RegressionData(L.LightningDataModule):
@@ -66,13 +76,10 @@ class RegressionData(L.LightningDataModule):
             )
         train_rows, val_rows = order[num_val:], order[:num_val]
 
-        x_mean, x_std = x[train_rows].mean(dim=0), x[train_rows].std(dim=0)
-        x_std = torch.where(x_std > 0, x_std, torch.ones_like(x_std))
-        x = (x - x_mean) / x_std
+        x = (x - x[train_rows].mean(dim=0)) / _spread(x[train_rows])
         self.num_features = x.shape[1]
         self.target_mean = float(y[train_rows].mean())
-        self.target_std = float(y[train_rows].std()) if len(train_rows) > 1 else 1.0
-        self.target_std = self.target_std if self.target_std > 0 else 1.0
+        self.target_std = float(_spread(y[train_rows]))
         self.train_set = TensorDataset(x[train_rows], y[train_rows])
         self.val_set = TensorDataset(x[val_rows], y[val_rows])
 
