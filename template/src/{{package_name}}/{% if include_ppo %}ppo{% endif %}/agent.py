@@ -7,7 +7,8 @@ learned, state-independent log standard deviation. Log-probabilities and entropi
 per sample, ``(batch,)``, whatever the action's own shape.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 import torch
@@ -15,7 +16,7 @@ from torch import nn
 from torch.distributions import Categorical, Distribution, Independent, Normal
 
 from ..nets import MLP, ScalarMLP
-from ..shapes import Float, Int, Tensor, typechecked
+from ..shapes import Float, Int, Tensor, compiled, typechecked
 
 Action = Int[Tensor, "batch"] | Float[Tensor, "batch action"]
 
@@ -36,9 +37,26 @@ class ActorCritic(nn.Module):
         self.actor = MLP(observation_size, outputs, hidden_sizes, "tanh", output_gain=0.01)
         self.critic = ScalarMLP(observation_size, hidden_sizes, "tanh", output_gain=1.0)
         self.log_std = nn.Parameter(torch.zeros(0 if self.discrete else outputs))
+        self._compiled: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+
+    def compile_networks(self, **compile_options: Any) -> None:
+        """Run the actor and the critic through ``torch.compile`` from now on, their
+        shapes still checked at each compiled boundary (see ``shapes.compiled``)."""
+        self._compiled = (
+            compiled(self.actor, **compile_options),
+            compiled(self.critic, **compile_options),
+        )
+
+    def _actor_output(
+        self, observation: Float[Tensor, "batch feature"]
+    ) -> Float[Tensor, "batch out"]:
+        return (self._compiled[0] if self._compiled else self.actor)(observation)
+
+    def _critic_output(self, observation: Float[Tensor, "batch feature"]) -> Float[Tensor, "batch"]:
+        return (self._compiled[1] if self._compiled else self.critic)(observation)
 
     def _distribution(self, observation: Float[Tensor, "batch feature"]) -> Distribution:
-        out = self.actor(observation)
+        out = self._actor_output(observation)
         if self.discrete:
             return Categorical(logits=out, validate_args=False)
         std = torch.exp(self.log_std).expand_as(out)
@@ -46,7 +64,7 @@ class ActorCritic(nn.Module):
 
     @typechecked
     def value(self, observation: Float[Tensor, "batch feature"]) -> Float[Tensor, "batch"]:
-        return self.critic(observation)
+        return self._critic_output(observation)
 
     @typechecked
     def sample(self, observation: Float[Tensor, "batch feature"]) -> Action:
@@ -56,7 +74,7 @@ class ActorCritic(nn.Module):
     @typechecked
     def greedy(self, observation: Float[Tensor, "batch feature"]) -> Action:
         """The most likely action: argmax of the logits, or the Gaussian's mean."""
-        out = self.actor(observation)
+        out = self._actor_output(observation)
         return out.argmax(dim=-1) if self.discrete else out
 
     @typechecked
@@ -66,4 +84,8 @@ class ActorCritic(nn.Module):
         """Log-probability and entropy of given actions under the current policy, and the
         current value of each observation."""
         distribution = self._distribution(observation)
-        return distribution.log_prob(action), distribution.entropy(), self.critic(observation)
+        return (
+            distribution.log_prob(action),
+            distribution.entropy(),
+            self._critic_output(observation),
+        )

@@ -1,0 +1,99 @@
+"""The decorator's promises: checks remembered per shape signature still catch every new
+signature, never skip a return check, and survive ``torch.compile``."""
+
+import pytest
+import torch
+from jaxtyping import TypeCheckError
+
+from ..losses import mse_loss
+from ..nets import MLP, ScalarMLP
+from ..shapes import Float, Tensor, checks_disabled, compiled, typechecked
+
+
+@typechecked
+def _first_rows(x: Float[Tensor, "batch"], rows: float) -> Float[Tensor, "batch"]:
+    """Returns fewer rows than it gets when ``rows`` is short: a result whose shape the
+    arguments' signature (a float is remembered by type only) does not predict."""
+    return x[: int(rows)]
+
+
+def test_each_new_signature_is_checked_after_the_cache_is_warm() -> None:
+    for batch in (256, 256, 37, 1):  # full batches, the last partial batch, batch size 1
+        mse_loss(torch.randn(batch), torch.randn(batch))
+        with pytest.raises(TypeCheckError, match="target"):
+            mse_loss(torch.randn(batch), torch.randn(batch, 1))
+    for length in (5, 9):  # a new sequence length
+        mse_loss(torch.randn(4, length), torch.randn(4, length))
+        with pytest.raises(TypeCheckError):
+            mse_loss(torch.randn(4, length), torch.randn(4, length + 1))
+
+
+def test_a_remembered_signature_with_a_new_result_shape_is_checked_again() -> None:
+    x = torch.randn(6)
+    assert _first_rows(x, 6.0).shape == (6,)
+    assert _first_rows(x, 6.0).shape == (6,)
+    with pytest.raises(TypeCheckError):
+        _first_rows(x, 2.0)
+
+
+def test_a_remembered_signature_runs_the_function_once() -> None:
+    calls = []
+
+    @typechecked
+    def double(x: Float[Tensor, "batch"]) -> Float[Tensor, "batch"]:
+        calls.append(1)
+        return 2 * x
+
+    for _ in range(3):
+        double(torch.randn(4))
+    assert len(calls) == 3
+
+
+def test_a_wrong_dtype_is_a_new_signature() -> None:
+    mse_loss(torch.randn(4), torch.randn(4))
+    with pytest.raises(TypeCheckError):
+        mse_loss(torch.randn(4), torch.ones(4, dtype=torch.int64))
+
+
+def test_checks_disabled_turns_checking_off_and_back_on() -> None:
+    with checks_disabled():
+        mse_loss(torch.randn(3), torch.randn(3, 1))
+    with pytest.raises(TypeCheckError):
+        mse_loss(torch.randn(3), torch.randn(3, 1))
+
+
+def test_bf16_autocast_keeps_checks_on() -> None:
+    net = ScalarMLP(4, (8,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        prediction = net(torch.randn(5, 4))
+        assert prediction.dtype == torch.bfloat16
+        mse_loss(prediction, torch.randn(5, dtype=torch.bfloat16))
+        with pytest.raises(TypeCheckError):
+            mse_loss(prediction, torch.randn(5, 1, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("make_net", [lambda: ScalarMLP(8, (16, 16)), lambda: MLP(8, 3, (16,))])
+def test_typed_network_breaks_no_more_graphs_than_unchecked(make_net) -> None:
+    net, x = make_net(), torch.randn(32, 8)
+    torch._dynamo.reset()
+    checked = torch._dynamo.explain(net)(x)
+    torch._dynamo.reset()
+    with checks_disabled():
+        unchecked = torch._dynamo.explain(net)(x)
+    torch._dynamo.reset()
+    assert checked.graph_break_count <= unchecked.graph_break_count
+    assert checked.graph_count == unchecked.graph_count
+
+
+def test_compiled_network_checks_shapes_at_its_boundary() -> None:
+    torch._dynamo.reset()
+    net = ScalarMLP(8, (16,))
+    run = compiled(net, backend="aot_eager")
+    for batch in (32, 32, 7, 1):
+        prediction = run(torch.randn(batch, 8))
+        assert prediction.shape == (batch,)
+        prediction.sum().backward()
+        with pytest.raises(TypeCheckError):
+            run(torch.randn(batch, 8, 1))
+    with pytest.raises(TypeCheckError):
+        run(torch.randn(32, 8, dtype=torch.float64).int())
