@@ -10,7 +10,9 @@ import torch
 from einops import rearrange
 from jaxtyping import TypeCheckError
 
+from ...guards import BroadcastError, BroadcastGuardCallback
 from ...policy_gradient import clipped_surrogate_loss
+from ...ppo import __main__ as ppo_main
 from ...ppo import module as ppo_module
 from ...ppo.__main__ import main
 from ...ppo.agent import ActorCritic
@@ -152,10 +154,22 @@ def test_seed_rl_bug_raises_inside_training(tmp_path: Path, monkeypatch) -> None
         _fit(tmp_path, "ppo.yaml", "--model.total_env_steps=1024")
 
 
+def test_seed_rl_bug_unchecked_is_still_caught_by_the_broadcast_guard(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """With annotations off, the example's BroadcastGuardCallback still stops the run in
+    its first rollout: the (N, 1) advantages times (N,) ratios stretch both operands."""
+    monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
+    with checks_disabled(), pytest.raises(BroadcastError, match=r"\(1024, 1\) and \(1024,\)"):
+        _fit(tmp_path, "ppo.yaml", "--model.total_env_steps=1024")
+
+
 def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> None:
     budget = ["--model.total_env_steps=16384", "--model.eval_every_env_steps=0"]
     correct = _fit(tmp_path / "correct", "ppo.yaml", *budget)
     monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
+    # Both defences off, to see what the bug does to learning: annotations and the guard.
+    monkeypatch.setattr(ppo_main, "BroadcastGuardCallback", lambda steps: BroadcastGuardCallback(0))
     with checks_disabled():
         buggy = _fit(tmp_path / "buggy", "ppo.yaml", *budget)
     print(

@@ -1,0 +1,158 @@
+"""BroadcastGuard: every way of stretching both operands raises at the caller's line; every
+one-sided broadcast, outer product and optimizer step passes."""
+
+from collections.abc import Callable
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch.utils.data import DataLoader, TensorDataset
+
+from ..guards import BroadcastError, BroadcastGuard, BroadcastGuardCallback
+
+N = 5
+COLUMN, ROW, FLAT = torch.randn(N, 1), torch.randn(1, N), torch.randn(N)
+MATRIX, BIAS = torch.randn(N, 3), torch.randn(3)
+CATEGORICAL = torch.distributions.Categorical(logits=MATRIX)
+
+
+def _squared_error(pred, target):
+    """An untyped helper: no annotation can see the broadcast inside it."""
+    return ((pred - target) ** 2).mean()
+
+
+STRETCHING: dict[str, tuple[Callable[[], object], str, str]] = {
+    "operator -": (lambda: COLUMN - FLAT, "sub", "(5, 1) and (5,)"),
+    "operator * with a row": (lambda: COLUMN * ROW, "mul", "(5, 1) and (1, 5)"),
+    "operator in place": (lambda: FLAT.clone().__iadd__(COLUMN), "add_", "(5,) and (5, 1)"),
+    "comparison": (lambda: COLUMN > FLAT, "gt", "(5, 1) and (5,)"),
+    "torch.add": (lambda: torch.add(COLUMN, FLAT), "torch.add", "(5, 1) and (5,)"),
+    "torch.sub": (lambda: torch.sub(FLAT, COLUMN), "torch.sub", "(5,) and (5, 1)"),
+    "torch.mul": (lambda: torch.mul(COLUMN, FLAT), "torch.mul", "(5, 1) and (5,)"),
+    "torch.where": (
+        lambda: torch.where(FLAT > 0, COLUMN, 0.0),
+        "torch.where",
+        "(5,) and (5, 1)",
+    ),
+    "F.mse_loss": (lambda: F.mse_loss(COLUMN, FLAT), "mse_loss", "(5, 1) and (5,)"),
+    "nn.L1Loss": (lambda: torch.nn.L1Loss()(FLAT, COLUMN), "l1_loss", "(5,) and (5, 1)"),
+    "Normal.log_prob": (
+        lambda: torch.distributions.Normal(COLUMN, 1.0).log_prob(FLAT),
+        "sub",
+        "(5,) and (5, 1)",
+    ),
+    "Normal parameters": (
+        lambda: torch.distributions.Normal(COLUMN, FLAT.exp()),
+        "broadcast_tensors",
+        "(5, 1) and (5,)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(STRETCHING), ids=list(STRETCHING))
+def test_stretching_both_operands_names_op_shapes_and_caller_line(case: str) -> None:
+    operation, op_name, shapes = STRETCHING[case]
+    with pytest.raises(BroadcastError) as caught, BroadcastGuard():
+        operation()
+    message = str(caught.value)
+    assert op_name in message and shapes in message and "-> (5, 5)" in message
+    assert f"{__file__}:{operation.__code__.co_firstlineno}:" in message
+
+
+def test_untyped_helper_is_caught_at_its_own_line() -> None:
+    with pytest.raises(BroadcastError) as caught, BroadcastGuard():
+        _squared_error(COLUMN, FLAT)
+    line = _squared_error.__code__.co_firstlineno + 2
+    assert f"{Path(__file__)}:{line}: return ((pred - target) ** 2).mean()" in str(caught.value)
+
+
+def test_incompatible_shapes_keep_torchs_own_error(broadcast_guard: BroadcastGuard) -> None:
+    with pytest.raises(RuntimeError, match="must match"):
+        torch.add(torch.randn(3, 2), torch.randn(4, 1))
+
+
+ONE_SIDED: dict[str, Callable[[], object]] = {
+    "bias": lambda: MATRIX + BIAS,
+    "python scalar": lambda: 2.0 - MATRIX,
+    "0-d tensor": lambda: MATRIX * torch.tensor(3.0),
+    "column times matrix": lambda: MATRIX * COLUMN,
+    "attention mask": lambda: torch.randn(2, 4, N, N) + torch.randn(1, 1, N, N),
+    "einsum outer product": lambda: torch.einsum("i,j->ij", FLAT, FLAT),
+    "torch.outer": lambda: torch.outer(FLAT, FLAT),
+    "batched matmul": lambda: torch.randn(2, 1, N, 3) @ torch.randn(4, 3, 2),
+    "batch size 1": lambda: torch.randn(1, 1) - torch.randn(1),
+    "matching loss": lambda: F.binary_cross_entropy_with_logits(FLAT, torch.rand(N)),
+    "explicit expand": lambda: COLUMN.expand(N, N) * ROW.expand(N, N),
+    "where with a column condition": lambda: torch.where(COLUMN > 0, MATRIX, 0.0),
+    "Normal.log_prob": lambda: torch.distributions.Normal(COLUMN, 1.0).log_prob(MATRIX),
+    "Categorical.log_prob of a sample_shape": lambda: CATEGORICAL.log_prob(
+        CATEGORICAL.sample((7,))
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ONE_SIDED), ids=list(ONE_SIDED))
+def test_one_sided_broadcasting_passes(case: str, broadcast_guard: BroadcastGuard) -> None:
+    ONE_SIDED[case]()
+
+
+@pytest.mark.parametrize("optimizer", [torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD])
+def test_optimizer_steps_pass(
+    optimizer: Callable[..., torch.optim.Optimizer], broadcast_guard: BroadcastGuard
+) -> None:
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 1))
+    opt = optimizer(net.parameters(), lr=0.1)
+    for _ in range(2):
+        loss = rearrange(net(MATRIX), "batch 1 -> batch").square().mean()
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+        opt.step()
+
+
+class _Broadcaster(L.LightningModule):
+    """Stretches both operands in every training step after the first ``clean_steps``."""
+
+    def __init__(self, clean_steps: int) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(3, 1)
+        self.clean_steps = clean_steps
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        prediction = self.net(x)
+        if batch_idx >= self.clean_steps:
+            return ((prediction - y) ** 2).mean()
+        return ((rearrange(prediction, "batch 1 -> batch") - y) ** 2).mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _fit(module: L.LightningModule, callback: BroadcastGuardCallback) -> None:
+    data = DataLoader(TensorDataset(torch.randn(32, 3), torch.randn(32)), batch_size=4)
+    trainer = L.Trainer(
+        max_steps=6,
+        callbacks=[callback],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(module, data)
+
+
+def test_callback_raises_inside_its_steps_and_leaves_no_mode_behind() -> None:
+    with pytest.raises(BroadcastError, match="sub"):
+        _fit(_Broadcaster(clean_steps=2), BroadcastGuardCallback(steps=3))
+    assert not torch.overrides._get_current_function_mode_stack()
+
+
+def test_callback_is_removed_after_its_steps() -> None:
+    callback = BroadcastGuardCallback(steps=2)
+    _fit(_Broadcaster(clean_steps=2), callback)
+    assert callback.guarded == 2
+    assert not torch.overrides._get_current_function_mode_stack()

@@ -1,0 +1,179 @@
+"""NonFiniteLocator on a tiny model whose third submodule turns NaN from a chosen step on."""
+
+import hashlib
+import math
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from einops import rearrange
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.core.optimizer import LightningOptimizer
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from ..guards import NonFiniteError, NonFiniteLocator
+from ..losses import mse_loss
+from ..shapes import Float, Scalar, Tensor
+
+Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, "batch"]]
+ROWS, BATCH = 64, 16  # four steps per epoch
+
+
+class Poison(nn.Module):
+    """Identity until switched on, then NaN everywhere."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.active = False
+
+    def forward(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, "batch feature"]:
+        return x * math.nan if self.active else x
+
+
+class Tiny(L.LightningModule):
+    def __init__(self, poison_step: int | None = None, manual: bool = False) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), Poison(), nn.Linear(8, 1))
+        self.poison_step = poison_step
+        self.automatic_optimization = not manual
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Scalar | None:
+        x, y = batch
+        poison = self.net[2]
+        if isinstance(poison, Poison):
+            poison.active = self.poison_step is not None and self.global_step >= self.poison_step
+        loss = mse_loss(rearrange(self.net(x), "batch 1 -> batch"), y)
+        self.log("train_loss", loss)
+        if self.automatic_optimization:
+            return loss
+        optimizer = self.optimizers()
+        assert isinstance(optimizer, LightningOptimizer)
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        optimizer.step()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class ChecksumLastCheckpoint(Callback):
+    """Records last.ckpt's digest before each batch: the state after the last good step."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.digest = ""
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self.path.exists():
+            self.digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+
+def _fit(root: Path, model: L.LightningModule, x: Float[Tensor, "batch feature"], **kw) -> None:
+    y = x.sum(dim=1)
+    trainer = L.Trainer(
+        default_root_dir=root,
+        max_epochs=3,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        **kw,
+    )
+    trainer.fit(model, DataLoader(TensorDataset(x, y), batch_size=BATCH))
+
+
+def _features() -> Float[Tensor, "batch feature"]:
+    return torch.randn(ROWS, 4, generator=torch.Generator().manual_seed(0))
+
+
+def test_nan_from_a_submodule_is_named_with_its_input_range(tmp_path: Path) -> None:
+    model = Tiny(poison_step=5)
+    with pytest.raises(NonFiniteError) as caught:
+        _fit(tmp_path, model, _features(), callbacks=[NonFiniteLocator()])
+    report = str(caught.value)
+    batch_path = tmp_path / "nonfinite_batch.pt"
+    assert report.splitlines()[-1] == (
+        f"non-finite output first at net.2 (Poison) in batch 1 of epoch 1; "
+        f"batch saved to {batch_path}"
+    )
+    assert f"input 0: float32 ({BATCH}, 8), min -" in report
+    assert f"output 0: float32 ({BATCH}, 8), no finite values, {BATCH * 8} NaN, 0 Inf" in report
+    saved = torch.load(batch_path, weights_only=True)
+    assert (saved["epoch"], saved["batch_idx"], saved["global_step"]) == (1, 1, 5)
+    torch.testing.assert_close(saved["batch"][0], _features()[BATCH : 2 * BATCH])
+    assert saved["report"] == report
+    assert (tmp_path / "nonfinite_report.txt").read_text() == report + "\n"
+    assert all(parameter.isfinite().all() for parameter in model.parameters())
+
+
+def test_last_checkpoint_before_the_nan_is_untouched_and_finite(tmp_path: Path) -> None:
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    checksum = ChecksumLastCheckpoint(last)
+    saving = ModelCheckpoint(tmp_path / "checkpoints", every_n_train_steps=1, save_last=True)
+    with pytest.raises(NonFiniteError):
+        callbacks = [NonFiniteLocator(), checksum, saving]
+        _fit(tmp_path, Tiny(poison_step=5), _features(), callbacks=callbacks)
+    assert hashlib.sha256(last.read_bytes()).hexdigest() == checksum.digest
+    restored = Tiny.load_from_checkpoint(last)
+    assert all(parameter.isfinite().all() for parameter in restored.parameters())
+    assert torch.load(last, weights_only=True)["global_step"] == 5
+
+
+def test_nan_in_the_data_is_blamed_on_the_batch(tmp_path: Path) -> None:
+    x = _features()
+    x[BATCH + 3, 2] = math.nan  # batch 1 of every epoch
+    with pytest.raises(NonFiniteError, match=r"non-finite input data in batch 1 of epoch 0"):
+        _fit(tmp_path, Tiny(), x, callbacks=[NonFiniteLocator()])
+
+
+def test_accumulated_steps_blame_the_batch_that_went_bad(tmp_path: Path) -> None:
+    """With two batches per optimizer step the check runs after batch 3; the NaN was in 2."""
+    x = _features()
+    x[2 * BATCH, 0] = math.inf
+    with pytest.raises(NonFiniteError, match=r"non-finite input data in batch 2 of epoch 0"):
+        _fit(tmp_path, Tiny(), x, callbacks=[NonFiniteLocator()], accumulate_grad_batches=2)
+
+
+def test_nan_born_in_backward_names_the_gradient(tmp_path: Path) -> None:
+    model = Tiny()
+    model.net[2] = SqrtOfZero()
+    with pytest.raises(NonFiniteError) as caught:
+        _fit(tmp_path, model, _features(), callbacks=[NonFiniteLocator()])
+    report = str(caught.value)
+    assert "the forward replay stayed finite" in report
+    summary = "non-finite gradient in net.0.weight and 1 more in batch 0 of epoch 0"
+    assert report.splitlines()[-1].startswith(summary)
+
+
+class SqrtOfZero(nn.Module):
+    """Adds sqrt(0): a finite forward whose backward divides by zero."""
+
+    def forward(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, "batch feature"]:
+        return x + torch.sqrt(x - x.detach())
+
+
+def test_manual_optimization_lists_gradients_without_replay(tmp_path: Path) -> None:
+    with pytest.raises(NonFiniteError) as caught:
+        model = Tiny(poison_step=2, manual=True)
+        _fit(tmp_path, model, _features(), callbacks=[NonFiniteLocator()])
+    report = str(caught.value)
+    assert "no forward replay" in report
+    assert report.splitlines()[-1].startswith("non-finite loss in batch 2 of epoch 0")
+    assert "parameters with non-finite gradients: net.0.weight, net.0.bias" in report
+
+
+def test_finite_training_never_fires(tmp_path: Path) -> None:
+    _fit(tmp_path, Tiny(), _features(), callbacks=[NonFiniteLocator()], enable_checkpointing=False)
+    assert not list(tmp_path.glob("nonfinite_*"))
+
+
+def test_overflowing_gradient_norm_alone_is_no_alarm() -> None:
+    """A 2-norm of gradients near 1e30 is inf in float32; every entry is still finite."""
+    model = Tiny()
+    for parameter in model.parameters():
+        parameter.grad = torch.full_like(parameter, 1e30)
+    trainer = L.Trainer(accelerator="cpu", logger=False)
+    optimizer = torch.optim.SGD(model.parameters())
+    NonFiniteLocator().on_before_optimizer_step(trainer, model, optimizer)

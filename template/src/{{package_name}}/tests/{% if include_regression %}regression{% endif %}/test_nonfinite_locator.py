@@ -1,0 +1,108 @@
+"""NonFiniteLocator on the regression example: weights that explode mid-training stop the
+run with a report naming the layer, and the last good checkpoint survives."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+
+from ...guards import NonFiniteError, NonFiniteLocator
+from ...regression import RegressionData, RegressionModule
+
+CONFIG = Path(__file__).resolve().parents[4] / "configs" / "regression.yaml"
+PACKAGE = RegressionModule.__module__.split(".")[0]
+SAMPLES = 1280  # four training steps of 256 rows per epoch
+
+
+class ExplodeLayer(Callback):
+    """Sets ``net.layers.<layer>``'s weights to 3e38, the edge of float32, before global step
+    ``step``, as a diverging run would; also records last.ckpt's digest at that moment."""
+
+    def __init__(self, step: int, layer: int = 2) -> None:
+        self.step, self.layer = step, layer
+        self.last_digest = ""
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            assert isinstance(pl_module, RegressionModule)
+            layer = pl_module.net.layers[self.layer]
+            assert isinstance(layer, torch.nn.Linear)
+            with torch.no_grad():
+                layer.weight.fill_(3e38)
+            saving = trainer.checkpoint_callback
+            assert isinstance(saving, ModelCheckpoint) and saving.dirpath is not None
+            last = Path(saving.dirpath) / "last.ckpt"
+            self.last_digest = hashlib.sha256(last.read_bytes()).hexdigest()
+
+
+def _trainer(root: Path, *callbacks: Callback) -> L.Trainer:
+    saving = ModelCheckpoint(root / "checkpoints", monitor="val_loss", save_last=True)
+    return L.Trainer(
+        default_root_dir=root,
+        max_epochs=3,
+        limit_val_batches=1,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[*callbacks, saving],
+    )
+
+
+def _model(data: RegressionData) -> RegressionModule:
+    return RegressionModule(
+        num_features=data.num_features, target_mean=data.target_mean, target_std=data.target_std
+    )
+
+
+def test_exploding_layer_is_named_and_last_checkpoint_survives(tmp_path: Path) -> None:
+    data = RegressionData(synthetic_samples=SAMPLES)
+    explode = ExplodeLayer(step=6)
+    with pytest.raises(NonFiniteError) as caught:
+        _trainer(tmp_path, NonFiniteLocator(), explode).fit(_model(data), data)
+    report = str(caught.value)
+    assert report.splitlines()[-1].startswith(
+        "non-finite output first at net.layers.2 (Linear) in batch 2 of epoch 1;"
+    )
+    assert "  input 0: float32 (256, 128), min " in report and ", 0 NaN, 0 Inf" in report
+    saved = torch.load(tmp_path / "nonfinite_batch.pt", weights_only=True)
+    assert saved["batch"][0].shape == (256, 8) and saved["global_step"] == 6
+
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert hashlib.sha256(last.read_bytes()).hexdigest() == explode.last_digest
+    assert torch.load(last, weights_only=True)["global_step"] == 4
+    restored = RegressionModule.load_from_checkpoint(last)
+    assert all(parameter.isfinite().all() for parameter in restored.parameters())
+
+
+def test_finite_regression_run_never_fires(tmp_path: Path) -> None:
+    data = RegressionData(synthetic_samples=SAMPLES)
+    _trainer(tmp_path, NonFiniteLocator()).fit(_model(data), data)
+    assert not list(tmp_path.glob("nonfinite_*"))
+
+
+def test_cli_exits_nonzero_with_one_line_summary_last(tmp_path: Path) -> None:
+    callbacks = [
+        {"class_path": f"{PACKAGE}.guards.NonFiniteLocator"},
+        {"class_path": f"{__name__}.ExplodeLayer", "init_args": {"step": 6}},
+    ]
+    command = [sys.executable, "-m", f"{PACKAGE}.regression", "fit", "--config", str(CONFIG)]
+    command += [f"--trainer.default_root_dir={tmp_path}", "--trainer.max_epochs=3"]
+    command += ["--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false"]
+    command += [f"--data.synthetic_samples={SAMPLES}"]
+    command += [f"--trainer.callbacks+={json.dumps(each)}" for each in callbacks]
+    source_root = str(Path(__file__).resolve().parents[3])
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([source_root, *sys.path])}
+    run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode != 0
+    last_line = run.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("non-finite output first at net.layers.2 (Linear) in batch 2"), (
+        run.stderr[-3000:]
+    )
