@@ -1,0 +1,354 @@
+"""Test cases read off the annotations: every typed callable, inputs that fit, inputs that don't.
+
+An annotation is a contract only if breaking it raises, and a hand-written test covers only
+the functions someone remembered. This module finds every callable that ``typechecked``
+wraps (functions, methods, dataclasses), builds arguments that satisfy its annotations and,
+for each tensor argument, arguments broken in one way. Whether a broken call really violates
+the annotations is decided by ``annotation_reading.satisfied``, so a change that stays valid
+(a trailing axis on the only ``*rest`` argument) is never expected to raise. A new typed
+function needs no new test code. A class that the constructor rule (:func:`build`) cannot
+make fails the suite until ``CONSTRUCTORS`` has it.
+"""
+
+import ast
+import importlib
+import inspect
+import types
+import typing
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+
+from .annotation_reading import allowed, axes, is_array, members, satisfied
+
+PACKAGE = __name__.rsplit(".", 2)[0]
+SIZES: dict[str, tuple[int, tuple[int, ...]]] = {"ones": (1, ()), "base": (3, (2,))}
+"""Valid cases: (size of every named axis, shape of every variadic group). One size for all
+named axes lets a module be built to match (its feature count is an axis too); ``ones`` is
+the size that broadcasting hides mistakes behind."""
+HIDDEN = (4,)
+"""Hidden layer sizes for built modules: one small layer, so building one is cheap."""
+SPACES: dict[str, tuple[str, Callable[[Any, int], object]]] = {
+    "Discrete": ("int", lambda space, n: space(n)),
+    "Box": ("float", lambda space, n: space(-1.0, 1.0, (n,))),
+}
+"""Gymnasium spaces by class name: the action dtype each implies, and how to make one."""
+CONSTRUCTORS: dict[str, Callable[[int, str], object]] = {}
+"""``module.Class`` -> (size, kind) -> instance, for classes the rule cannot build. Empty
+while every typed class follows the rule."""
+_STARRED = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_GENERATOR = torch.Generator().manual_seed(0)
+
+
+class Spec(NamedTuple):
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One typed callable: a function, a method of ``owner``, or a class to construct."""
+
+    name: str
+    function: Callable[..., Any]
+    """The unwrapped function: its signature and annotations are what the cases come from."""
+    typed: Any = None
+    """The decorated function or class to call; None for a method (bound on an instance)."""
+    owner: type | None = None
+
+
+@dataclass(frozen=True)
+class Case:
+    """A target at one size; ``kind`` ("int", "float") picks union members and spaces."""
+
+    target: Target
+    size: str
+    kind: str
+
+    def __str__(self) -> str:
+        return f"{self.target.name}{f'[{self.kind}]' if self.kind else ''}-{self.size}"
+
+
+@dataclass(frozen=True)
+class Perturbed:
+    """A case with one tensor argument broken; :func:`satisfied` says it is invalid."""
+
+    case: Case
+    argument: str
+    change: str
+    spec: Spec
+
+    def __str__(self) -> str:
+        return f"{self.case}-{self.argument}.{self.change}"
+
+
+def is_typechecked(obj: object) -> bool:
+    if getattr(obj, "__typechecked__", False) is True:
+        return True
+    # A typechecked dataclass keeps jaxtyping's own wrapper on its __init__.
+    code = getattr(obj, "__code__", None)
+    return hasattr(obj, "__wrapped__") and "jaxtyping" in getattr(code, "co_filename", "")
+
+
+def available_modules() -> list[types.ModuleType]:
+    """Every module of the package but its tests, less those missing an optional dependency."""
+    root = Path(str(importlib.import_module(PACKAGE).__file__)).parent
+    modules = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts[0] == "tests":
+            continue
+        name = ".".join((PACKAGE, *parts[: -1 if parts[-1] == "__init__" else None]))
+        try:
+            with warnings.catch_warnings():
+                modules.append(importlib.import_module(name))
+        except ModuleNotFoundError as error:
+            if not error.name or error.name.split(".")[0] == PACKAGE:
+                raise
+    return modules
+
+
+def decorators_in_source(module: types.ModuleType) -> int:
+    """How many ``@typechecked`` the module's source has: what discovery must match."""
+    tree = ast.parse(Path(str(module.__file__)).read_text())
+    decorated = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    names = [
+        getattr(decorator, "attr", getattr(decorator, "id", ""))
+        for node in ast.walk(tree)
+        if isinstance(node, decorated)
+        for decorator in node.decorator_list
+    ]
+    return names.count("typechecked")
+
+
+def discover(modules: Sequence[types.ModuleType]) -> list[Target]:
+    targets = []
+    for module in modules:
+        prefix = module.__name__.removeprefix(PACKAGE + ".")
+        for name, obj in vars(module).items():
+            if getattr(inspect.unwrap(obj), "__module__", None) != module.__name__:
+                continue
+            if inspect.isclass(obj):
+                if is_typechecked(obj) or is_typechecked(vars(obj).get("__init__")):
+                    init = inspect.unwrap(obj.__init__)
+                    targets.append(Target(f"{prefix}.{name}", init, typed=obj))
+                for attribute, member in vars(obj).items():
+                    if attribute != "__init__" and is_typechecked(member):
+                        method = inspect.unwrap(member)
+                        targets.append(Target(f"{prefix}.{name}.{attribute}", method, owner=obj))
+            elif is_typechecked(obj):
+                targets.append(Target(f"{prefix}.{name}", inspect.unwrap(obj), typed=obj))
+    return sorted(targets, key=lambda target: target.name)
+
+
+def parameters(function: Callable[..., Any]) -> list[tuple[inspect.Parameter, Any]]:
+    """Parameters after ``self`` with their resolved annotations."""
+    hints = typing.get_type_hints(function)
+    listed = list(inspect.signature(function).parameters.values())
+    skip = 1 if listed and listed[0].name == "self" else 0
+    return [(param, hints.get(param.name)) for param in listed[skip:]]
+
+
+def labelled_shape(hint: Any, size: int, group: tuple[int, ...]) -> list[tuple[str | None, int]]:
+    """A valid shape for ``hint``, each axis with its name (None for unnamed ones)."""
+    shape: list[tuple[str | None, int]] = []
+    for kind, value in axes(hint):
+        if kind == "group":
+            shape += [(None, extent) for extent in group]
+        else:
+            shape.append((None, value) if kind == "fixed" else (value, size))
+    return shape
+
+
+def dtype_of(hint: Any) -> torch.dtype:
+    names = allowed(hint) or ("float32",)
+    for name in ("float32", "int64", "bool", *names):
+        if name in names and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+    raise ValueError(f"{hint}: no torch dtype among {names}")
+
+
+def kind_of(hint: Any) -> str:
+    dtype = dtype_of(hint)
+    return "float" if dtype.is_floating_point else "bool" if dtype == torch.bool else "int"
+
+
+def wrong_dtype(hint: object) -> torch.dtype | None:
+    """A dtype outside every dtype that ``hint`` allows; None if it allows any."""
+    names = [allowed(member) for member in members(hint) if is_array(member)]
+    if None in names:
+        return None
+    union = {name for each in names for name in each or ()}
+    wrong = [name for name in ("float32", "int64", "bool", "complex64") if name not in union]
+    return getattr(torch, wrong[0]) if wrong else None
+
+
+def kinds(target: Target) -> list[str]:
+    """Variants to test: one per space kind the owner takes, else per union member kind."""
+    found = []
+    if target.owner is not None:
+        for _, hint in parameters(target.owner.__init__):
+            found += [SPACES[m.__name__][0] for m in members(hint) if _is_space(m)]
+    if not found:
+        for _, hint in parameters(target.function):
+            arrays = [member for member in members(hint) if is_array(member)]
+            found += [kind_of(member) for member in arrays] if len(arrays) > 1 else []
+    return list(dict.fromkeys(found)) or [""]
+
+
+def _is_space(hint: object) -> bool:
+    module = getattr(hint, "__module__", "")
+    return module.startswith("gymnasium") and getattr(hint, "__name__", "") in SPACES
+
+
+def cases(target: Target) -> list[Case]:
+    return [Case(target, size, kind) for size in SIZES for kind in kinds(target)]
+
+
+def chosen(hint: object, kind: str) -> Any:
+    """The union member a case uses: the first array member of its kind, else the first."""
+    arrays = [member for member in members(hint) if is_array(member)]
+    preferred = [member for member in arrays if kind_of(member) == kind]
+    return (preferred or arrays or [None])[0]
+
+
+def plain(hint: object) -> object:
+    """A valid value for a required non-tensor parameter."""
+    for member in members(hint):
+        if member in (float, int, bool):
+            return {float: 0.5, int: 1, bool: False}[member]
+    raise TypeError(f"no rule builds a value of type {hint}")
+
+
+def arguments(case: Case) -> dict[str, Any]:
+    """Valid arguments: a :class:`Spec` per tensor parameter, a value per other required one."""
+    size, group = SIZES[case.size]
+    built: dict[str, Any] = {}
+    for param, hint in parameters(case.target.function):
+        member = chosen(hint, case.kind)
+        if member is not None:
+            shape = tuple(extent for _, extent in labelled_shape(member, size, group))
+            built[param.name] = Spec(dtype_of(member), shape)
+        elif param.default is param.empty:
+            built[param.name] = plain(hint)
+    return built
+
+
+def tensor(spec: Spec, device: str = "cpu") -> torch.Tensor:
+    """Values valid for any math: floats in (0.1, 1), integer zeros, bools with one True."""
+    if device == "meta":
+        return torch.empty(spec.shape, dtype=spec.dtype, device=device)
+    if spec.dtype.is_floating_point:
+        return (0.1 + 0.9 * torch.rand(spec.shape, generator=_GENERATOR)).to(spec.dtype)
+    if spec.dtype == torch.bool:
+        mask = torch.rand(spec.shape, generator=_GENERATOR) < 0.5
+        mask[(0,) * len(spec.shape)] = True
+        return mask
+    return torch.zeros(spec.shape, dtype=spec.dtype)
+
+
+def values(built: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
+    return {k: tensor(v, device) if isinstance(v, Spec) else v for k, v in built.items()}
+
+
+def build(owner: type, size: int, kind: str) -> object:
+    """The constructor rule: every int argument is ``size``, int sequences are ``HIDDEN``,
+    a gymnasium space is the one of ``kind`` with ``size`` actions, the rest take defaults."""
+    key = f"{owner.__module__}.{owner.__qualname__}"
+    if key in CONSTRUCTORS:
+        return CONSTRUCTORS[key](size, kind)
+    built = {}
+    for param, hint in parameters(owner.__init__):
+        spaces = [m for m in members(hint) if _is_space(m) and SPACES[m.__name__][0] == kind]
+        origin, element = typing.get_origin(hint), typing.get_args(hint)[:1]
+        if hint is int:
+            built[param.name] = size
+        elif origin in (Sequence, tuple, list) and element == (int,):
+            built[param.name] = HIDDEN
+        elif spaces:
+            built[param.name] = SPACES[spaces[0].__name__][1](spaces[0], size)
+        elif param.default is param.empty and param.kind not in _STARRED:
+            raise TypeError(
+                f"{key}: no rule builds its argument {param.name}: {hint}; "
+                f"add the class to CONSTRUCTORS in {__name__}"
+            )
+    return owner(**built)
+
+
+def bind(case: Case) -> Callable[..., Any]:
+    """What the case calls: the decorated function or class, or the method on a new instance."""
+    target = case.target
+    if target.owner is None:
+        return target.typed
+    instance = build(target.owner, SIZES[case.size][0], case.kind)
+    return getattr(instance, target.function.__name__)
+
+
+def positional(case: Case, given: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """``given`` as code calls it: leading arguments by position, the rest by keyword."""
+    args, rest = [], dict(given)
+    for param, _ in parameters(case.target.function):
+        if param.name not in rest or param.kind not in _POSITIONAL:
+            break
+        args.append(rest.pop(param.name))
+    return args, rest
+
+
+def hinted(case: Case, given: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """(annotation, value) pairs for the annotated arguments in ``given``."""
+    hints = typing.get_type_hints(case.target.function)
+    return [(hints[name], value) for name, value in given.items() if name in hints]
+
+
+def returned(case: Case) -> Any:
+    """The return annotation to check a result against; ``object`` for a constructor."""
+    if case.target.typed is not None and inspect.isclass(case.target.typed):
+        return object
+    return typing.get_type_hints(case.target.function).get("return", object)
+
+
+def perturbations(case: Case) -> list[Perturbed]:
+    """Ways of breaking one tensor argument that really violate the annotations: a trailing
+    size-1 axis, the last axis dropped, a dtype outside the allowed ones, and for each axis
+    name used more than once, its first and its last use grown by one.
+
+    At size 1 only the changes that broadcasting could hide are made (a trailing 1, a 1
+    against a 2); dtype and rank checks do not depend on size. A second kind (``int`` after
+    ``float``) only changes union arguments, so only those are broken again there.
+    """
+    built = arguments(case)
+    size, group = SIZES[case.size]
+    again = case.kind != kinds(case.target)[0]
+    every = size > 1
+    changes: list[tuple[str, str, Spec]] = []
+    uses: dict[str, list[tuple[str, int]]] = {}
+    for param, hint in parameters(case.target.function):
+        spec = built.get(param.name)
+        if not isinstance(spec, Spec) or (again and len(members(hint)) < 2):
+            continue
+        dtype, shape = spec
+        changes.append((param.name, "trailing_one", Spec(dtype, (*shape, 1))))
+        if shape and every:
+            changes.append((param.name, "drop_last", Spec(dtype, shape[:-1])))
+        wrong = wrong_dtype(hint)
+        if wrong is not None and every:
+            changes.append((param.name, "wrong_dtype", Spec(wrong, shape)))
+        labels = labelled_shape(chosen(hint, case.kind), size, group)
+        for axis, (name, _) in enumerate(labels):
+            if name is not None:
+                uses.setdefault(name, []).append((param.name, axis))
+    for name, places in uses.items():
+        for argument, axis in dict.fromkeys([places[0], places[-1]]) if len(places) > 1 else []:
+            dtype, shape = built[argument]
+            grown = (*shape[:axis], shape[axis] + 1, *shape[axis + 1 :])
+            changes.append((argument, f"unequal_{name}_axis{axis}", Spec(dtype, grown)))
+    broken = []
+    for argument, change, spec in changes:
+        if not satisfied(hinted(case, values({**built, argument: spec}, device="meta"))):
+            broken.append(Perturbed(case, argument, change, spec))
+    return broken

@@ -1,0 +1,110 @@
+"""Every typed callable accepts inputs built from its annotations and rejects each broken one.
+
+The cases come from ``annotation_cases``: nothing here names a function, so a new typed
+function is covered by being written. Broken calls are made after a valid call of the same
+function, and twice, so that a check cached per shape signature must still reject them.
+"""
+
+import itertools
+
+import pytest
+import torch
+from jaxtyping import Float, Int, TypeCheckError, jaxtyped
+from torch import Tensor
+
+from .annotation_cases import (
+    Case,
+    Perturbed,
+    Spec,
+    arguments,
+    available_modules,
+    bind,
+    build,
+    cases,
+    decorators_in_source,
+    discover,
+    hinted,
+    perturbations,
+    positional,
+    returned,
+    values,
+)
+from .annotation_reading import satisfied
+
+MODULES = available_modules()
+TARGETS = discover(MODULES)
+CASES = [case for target in TARGETS for case in cases(target)]
+PERTURBED = [broken for case in CASES for broken in perturbations(case)]
+
+
+def test_discovery_finds_every_typechecked_decorator() -> None:
+    written = sum(decorators_in_source(module) for module in MODULES)
+    found = "\n".join(target.name for target in TARGETS)
+    assert len(TARGETS) == written, (
+        f"{written} @typechecked in the source but {len(TARGETS)} found (one nested in a "
+        f"function, or on a staticmethod, is out of reach):\n{found}"
+    )
+
+
+def test_every_target_with_a_tensor_argument_has_a_broken_case() -> None:
+    broken = {perturbed.case.target.name for perturbed in PERTURBED}
+    tensors = {
+        case.target.name
+        for case in CASES
+        if any(isinstance(value, Spec) for value in arguments(case).values())
+    }
+    assert tensors and tensors <= broken
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_valid_inputs_pass_by_position_then_by_keyword(case: Case) -> None:
+    call, given = bind(case), values(arguments(case))
+    args, kwargs = positional(case, given)
+    for result in (call(*args, **kwargs), call(**given)):
+        assert satisfied([*hinted(case, given), (returned(case), result)])
+
+
+@pytest.mark.parametrize("perturbed", PERTURBED, ids=str)
+def test_broken_input_raises_after_a_valid_call(perturbed: Perturbed) -> None:
+    """Raises when the valid signature is remembered, and again: a failure is not a pass."""
+    call, valid = bind(perturbed.case), arguments(perturbed.case)
+    args, kwargs = positional(perturbed.case, values(valid))
+    call(*args, **kwargs)
+    broken = values({**valid, perturbed.argument: perturbed.spec})
+    args, kwargs = positional(perturbed.case, broken)
+    with pytest.raises(TypeCheckError):
+        call(*args, **kwargs)
+    with pytest.raises(TypeCheckError):
+        call(**broken)
+
+
+class _NeedsAFile(torch.nn.Module):
+    def __init__(self, path: str) -> None:
+        super().__init__()
+
+
+def test_a_class_the_rule_cannot_build_fails_naming_the_table() -> None:
+    with pytest.raises(TypeError, match="CONSTRUCTORS"):
+        build(_NeedsAFile, 3, "")
+
+
+READ_ANNOTATIONS = {
+    "rows": Float[Tensor, "batch *rest"],
+    "matrix": Float[Tensor, "batch feature"],
+    "action": Int[Tensor, "batch"] | Float[Tensor, "batch action"],
+    "scalar": Float[Tensor, ""],
+    "anonymous": Float[Tensor, "_ ... 2"],
+}
+SHAPES = [(), (1,), (2,), (3,), (1, 1), (2, 1), (2, 2), (3, 2), (2, 3), (2, 2, 1)]
+
+
+@pytest.mark.parametrize("name", READ_ANNOTATIONS)
+def test_reading_of_annotations_agrees_with_jaxtyping(name: str) -> None:
+    """The verdicts that decide which broken calls must raise are jaxtyping's own."""
+    hint = READ_ANNOTATIONS[name]
+    for dtype in (torch.float32, torch.int64):
+        for first, second in itertools.product(SHAPES, repeat=2):
+            pair = (torch.zeros(first, dtype=dtype), torch.zeros(second, dtype=dtype))
+            with jaxtyped("context"):
+                expected = all(isinstance(value, hint) for value in pair)
+            assert satisfied([(hint, value) for value in pair]) is expected, (first, second)
