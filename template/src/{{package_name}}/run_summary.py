@@ -1,7 +1,9 @@
 """A callback that ends every ``fit`` with a short printed summary and ``summary.json``.
 
 The JSON lands in the run's log directory beside the logger's files and the checkpoints,
-so a script can read a run's outcome without parsing logs.
+so a script can read a run's outcome without parsing logs. Under DDP only the first
+process writes it, but every process must reach ``on_fit_end``: the log directory is agreed
+on by a broadcast.
 """
 
 import json
@@ -31,6 +33,7 @@ class RunSummary(Callback):
         self.train_seconds = time.perf_counter() - self._train_start
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        log_dir = Path(trainer.log_dir or trainer.default_root_dir)  # a collective under DDP
         if not trainer.is_global_zero:
             return
         logged = trainer.callback_metrics
@@ -41,14 +44,16 @@ class RunSummary(Callback):
             "train_seconds": round(self.train_seconds, 3),
             "epochs": trainer.current_epoch,
             "global_step": trainer.global_step,
+            "processes": trainer.world_size,
         }
+        if trainer.ckpt_path:
+            summary["resumed_from"] = str(trainer.ckpt_path)
         extras = getattr(pl_module, "summary_extras", None)
         if callable(extras) and isinstance(values := extras(), dict):
             summary.update(values)
         checkpoint = trainer.checkpoint_callback
         if isinstance(checkpoint, ModelCheckpoint) and checkpoint.best_model_path:
             summary["best_checkpoint"] = checkpoint.best_model_path
-        log_dir = Path(trainer.log_dir or trainer.default_root_dir)
         summary["log_dir"] = str(log_dir)
         log_dir.mkdir(parents=True, exist_ok=True)
         (log_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -1,26 +1,64 @@
-"""Command line: ``python -m <package>.ppo fit --config configs/ppo.yaml``."""
+"""Command line: ``python -m <package>.ppo fit --config configs/ppo.yaml``.
+
+The whole budget is one epoch, so ``last.ckpt`` is written after every rollout, into
+``<default_root_dir>/checkpoints``: one folder for every run under that root, so that a
+rerun after a crash (which logs to a new ``version_N``) finds it with ``--ckpt_path last``.
+"""
 
 import warnings
 
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
+from ..cli import OneLineErrorParser, checkpoint_dir
+from ..guards import BroadcastGuardCallback, NonFiniteLocator
 from ..run_summary import RunSummary
 from .module import PPOModule
 
 # The rollout stream reports a length on purpose (it switches off prefetching), and
-# rollouts are collected in this process, so these two hints do not apply.
-warnings.filterwarnings("ignore", ".*IterableDataset.*has `__len__` defined.*")
-warnings.filterwarnings("ignore", ".*does not have many workers.*")
+# rollouts are collected in this process, so these two hints do not apply. Resuming within
+# the epoch is the normal case here (the module's checkpoint says how many rollouts
+# remain), and a checkpoint is meant to hold the weights after its rollout's update.
+for hint in (
+    ".*IterableDataset.*has `__len__` defined.*",
+    ".*does not have many workers.*",
+    ".*resuming from a checkpoint that ended before the epoch.*",
+    ".*no pre-optimization state was saved.*",
+):
+    warnings.filterwarnings("ignore", hint)
 
 
-def main(args: list[str] | None = None) -> LightningCLI:
+class PPOCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        # A rollout ends with at least one optimizer step, so "every step" saves once per
+        # rollout, at its end; only the last checkpoint is kept.
+        parser.set_defaults(
+            {
+                "checkpoint.save_last": True,
+                "checkpoint.save_top_k": 0,
+                "checkpoint.every_n_train_steps": 1,
+            }
+        )
+        parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
+
+
+def main(args: list[str] | None = None) -> PPOCLI:
     """Parse ``args`` (default: the command line) and run the chosen subcommand."""
-    return LightningCLI(
+    return PPOCLI(
         PPOModule,
         seed_everything_default=0,
         # One epoch is one pass over the rollout stream: the whole budget.
-        trainer_defaults={"max_epochs": 1, "callbacks": [RunSummary(metrics=())]},
+        trainer_defaults={
+            "max_epochs": 1,
+            "callbacks": [
+                RunSummary(metrics=()),
+                BroadcastGuardCallback(steps=2),
+                NonFiniteLocator(),
+            ],
+        },
         save_config_kwargs={"overwrite": True},
+        parser_class=OneLineErrorParser,
         args=args,
     )
 

@@ -6,15 +6,46 @@ a fake transition from the final observation to the next episode's first. We ask
 ``SAME_STEP`` instead: the step that ends an episode already returns the reset observation,
 and the final observation arrives in ``info["final_obs"]``, where the rollout needs it to
 bootstrap a truncated episode. No fake transition exists to leak into a loss.
+
+An id gymnasium does not know is refused here, before any training, in one line that
+names it and the closest registered ids.
 """
 
+import difflib
+import importlib
 from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.registration import find_highest_version, parse_env_id
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 Vectorization = Literal["sync", "async"]
+
+
+def check_env_id(env_id: str) -> None:
+    """Raise a one-line ValueError naming ``env_id`` unless ``gym.make`` would find it.
+
+    As ``gym.make`` does, ``"module:Name-v0"`` imports ``module`` first, and an id without
+    a version means the highest registered one.
+    """
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ValueError(f"env_id {env_id!r}: cannot import {module!r} ({error})") from error
+    try:
+        namespace, base, version = parse_env_id(name)
+    except gym.error.Error:
+        namespace, base, version = None, name, None
+    latest = find_highest_version(namespace, base) if version is None else None
+    if name in gym.registry or latest is not None:
+        return
+    known = {registered.lower(): registered for registered in gym.registry}
+    close = [known[match] for match in difflib.get_close_matches(name.lower(), list(known), n=3)]
+    hint = f"did you mean {', '.join(close)}?" if close else "see gymnasium.pprint_registry()"
+    raise ValueError(f"env_id {env_id!r} is not a registered gymnasium environment; {hint}")
 
 
 def make_vector_env(
@@ -27,6 +58,7 @@ def make_vector_env(
 
     ``max_episode_steps`` overrides the registered time limit (truncation).
     """
+    check_env_id(env_id)
     if vectorization not in ("sync", "async"):
         raise ValueError(f"vectorization must be 'sync' or 'async', got {vectorization!r}")
     env_kwargs: dict[str, Any] = {}

@@ -12,6 +12,11 @@ the previous update's last optimizer step, never with a stale policy.
 
 Per-rollout statistics go straight to the logger, once per rollout: a ``self.log`` per
 optimizer step would cost more than the step itself on a small MLP.
+
+Under DDP each process steps its own environments, seeded by its rank, and DDP averages
+the gradients; ``total_env_steps`` and every logged env-step count are the whole run's.
+A checkpoint carries the rollouts done, so a resumed run continues the budget and the
+learning-rate and clip schedules where they stopped; the environments restart.
 """
 
 import os
@@ -84,6 +89,8 @@ class PPOModule(L.LightningModule):
         eval_every_env_steps: int = 25_000,
         eval_episodes: int = 10,
         torch_threads: int | None = 1,
+        compile: bool = False,
+        compile_backend: str = "inductor",
     ) -> None:
         """
         Args:
@@ -91,8 +98,8 @@ class PPOModule(L.LightningModule):
             num_envs: Environments stepped together.
             vectorization: ``sync`` steps them in this process, ``async`` in subprocesses.
             num_steps: Steps per environment in each rollout.
-            total_env_steps: Training budget in environment steps over this process's
-                environments (under DDP every process collects this many).
+            total_env_steps: Training budget in environment steps, over every process's
+                environments together (under DDP each collects its share).
             learning_rate: Adam learning rate at the start.
             anneal_lr: Decay the learning rate linearly to zero over the budget.
             gamma: Discount factor.
@@ -116,6 +123,10 @@ class PPOModule(L.LightningModule):
             eval_episodes: Episodes per evaluation.
             torch_threads: Intra-op threads for this process: one is fastest for small MLPs
                 on a CPU; None leaves PyTorch's default.
+            compile: Run the actor and critic networks through ``torch.compile``; their
+                shapes stay checked at each compiled boundary.
+            compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation
+                (quick to start, for tests).
         """
         super().__init__()
         self.save_hyperparameters()
@@ -132,11 +143,18 @@ class PPOModule(L.LightningModule):
                 f"(num_envs * num_steps = {self.rollout_size})"
             )
         self.minibatch_size = self.rollout_size // num_minibatches
-        self.num_rollouts = total_env_steps // self.rollout_size
+        self.rollouts_done = 0
+        self.resumed_processes: int | None = None
         probe = make_vector_env(env_id, 1)
         observation_space, action_space = probe.single_observation_space, probe.single_action_space
         probe.close()
         self.agent = ActorCritic(int(observation_space.shape[0]), action_space, hidden_sizes)  # type: ignore[index,arg-type]
+        if self.agent.discrete:
+            # A categorical policy has no log-std: its empty parameter never gets a gradient,
+            # and DDP refuses a parameter that wants one and gets none.
+            self.agent.log_std.requires_grad_(False)
+        if compile:
+            self.agent.compile_networks(backend=compile_backend)
         self.collector: RolloutCollector | None = None
         self.evaluations: list[tuple[int, float]] = []
         self.last_eval_returns: list[float] = []
@@ -146,20 +164,42 @@ class PPOModule(L.LightningModule):
         if self.hparams["torch_threads"]:
             torch.set_num_threads(self.hparams["torch_threads"])
 
+    @property
+    def num_rollouts(self) -> int:
+        """Rollouts of each process: the budget split over every process's environments."""
+        return self.hparams["total_env_steps"] // (self.rollout_size * self.trainer.world_size)
+
     def on_fit_start(self) -> None:
         if self.trainer.max_epochs != 1:
             raise ValueError(
                 f"PPOModule runs its whole budget (total_env_steps) in one epoch; set "
                 f"--trainer.max_epochs=1, not {self.trainer.max_epochs}"
             )
+        if self.resumed_processes not in (None, self.trainer.world_size):
+            raise ValueError(
+                f"the checkpoint was written by {self.resumed_processes} processes; resume "
+                f"it with as many, not {self.trainer.world_size}"
+            )
+        if self.num_rollouts == 0:
+            raise ValueError(
+                f"total_env_steps = {self.hparams['total_env_steps']} is less than one rollout "
+                f"on each of {self.trainer.world_size} processes"
+            )
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(_RolloutStream(self), batch_size=None)
 
     def rollouts(self) -> Iterator[Samples]:
-        """Collect ``num_rollouts`` rollouts, each after the previous one's update."""
+        """Collect the rollouts not done yet, each after the previous one's update.
+
+        Each process seeds its environments by its rank; under DDP it also reseeds its torch
+        generator, so that the processes sample their actions independently.
+        """
         hp = self.hparams
         seed = int(os.environ.get("PL_GLOBAL_SEED", 0)) + 10_000 * self.global_rank
+        processes = self.trainer.world_size
+        if processes > 1:
+            torch.manual_seed(seed)
         envs = make_vector_env(hp["env_id"], hp["num_envs"], hp["vectorization"])
         self.collector = collector = RolloutCollector(
             envs,
@@ -169,9 +209,11 @@ class PPOModule(L.LightningModule):
             hp["gae_lambda"],
             hp["reward_scale"],
             seed,
+            processes=processes,
+            env_steps=self.rollouts_done * self.rollout_size * processes,
         )
         try:
-            for _ in range(self.num_rollouts):
+            for _ in range(self.rollouts_done, self.num_rollouts):
                 yield collector.collect().samples()
         finally:
             envs.close()
@@ -181,7 +223,7 @@ class PPOModule(L.LightningModule):
         hp = self.hparams
         optimizer = self.optimizers()
         assert isinstance(optimizer, LightningOptimizer)
-        remaining = 1.0 - batch_idx / self.num_rollouts
+        remaining = 1.0 - self.rollouts_done / self.num_rollouts
         if hp["anneal_lr"]:
             for group in optimizer.param_groups:
                 group["lr"] = hp["learning_rate"] * remaining
@@ -199,6 +241,7 @@ class PPOModule(L.LightningModule):
             if hp["target_kl"] is not None and statistics[-1][APPROX_KL].item() > hp["target_kl"]:
                 break
         self.timing["update"] += time.perf_counter() - tick
+        self.rollouts_done += 1
         self._end_of_rollout(torch.stack(statistics).mean(dim=0), optimizer.param_groups[0]["lr"])
 
     def _loss(self, batch: Samples, clip_coef: float) -> tuple[Tensor, Tensor]:
@@ -222,24 +265,51 @@ class PPOModule(L.LightningModule):
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.parameters(), lr=self.hparams["learning_rate"], eps=1e-5)
 
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Resume the budget: Lightning restores the weights and the optimizer, this the
+        rollouts done (hence the env-step count and the schedules) and the evaluations."""
+        state = checkpoint.get("ppo", {})
+        self.rollouts_done = state.get("rollouts_done", 0)
+        self.evaluations = [tuple(pair) for pair in state.get("evaluations", [])]
+        self.resumed_processes = state.get("processes")
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["ppo"] = {
+            "rollouts_done": self.rollouts_done,
+            "processes": self.trainer.world_size,
+            "env_steps": self.rollouts_done * self.rollout_size * self.trainer.world_size,
+            "evaluations": self.evaluations,
+        }
+
     def on_train_end(self) -> None:
-        """A last deterministic evaluation, and every training episode in episodes.csv."""
+        """A last deterministic evaluation; every process's training episodes in a CSV
+        (``episodes.csv`` from the first, ``episodes_rank<N>.csv`` from the others)."""
+        log_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # collective
         if self.collector is None:
             return
-        env_steps = self.collector.env_steps * self.trainer.world_size
+        if self.trainer.world_size > 1:
+            self._check_processes_agree()
+        env_steps = self.collector.env_steps
         if not self.evaluations or self.evaluations[-1][0] != env_steps:
             self._evaluate(env_steps)
-        if self.trainer.is_global_zero:
-            log_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
-            log_dir.mkdir(parents=True, exist_ok=True)
-            self.collector.episodes.write_csv(log_dir / "episodes.csv")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        name = f"episodes_rank{self.global_rank}.csv" if self.global_rank else "episodes.csv"
+        self.collector.episodes.write_csv(log_dir / name)
+
+    def _check_processes_agree(self) -> None:
+        """Raise unless every process ends with the same parameters, as averaged gradients
+        guarantee: a gradient that skipped DDP's all-reduce would part them silently."""
+        gathered = self.all_gather(torch.nn.utils.parameters_to_vector(self.parameters()))
+        assert isinstance(gathered, Tensor)
+        if not all(torch.equal(gathered[0], row) for row in gathered):
+            raise RuntimeError("the processes ended with different parameters")
 
     def summary_extras(self) -> dict[str, object]:
         """What ``RunSummary`` adds to summary.json for this module."""
         collector = self.collector
         if collector is None or not self.last_eval_returns:
             return {}
-        env_steps = collector.env_steps * self.trainer.world_size
+        env_steps = collector.env_steps
         episodes = collector.episodes
         solved = first_solved(episodes.returns, threshold=475.0, window=20)
         elapsed = time.perf_counter() - collector.started
@@ -249,10 +319,11 @@ class PPOModule(L.LightningModule):
             "eval_return_min": min(returns),
             "eval_episodes": len(returns),
             "env_steps": env_steps,
+            "env_steps_per_process": env_steps // self.trainer.world_size,
             "training_episodes": len(episodes.returns),
             "steps_to_475": None if solved is None else episodes.env_steps[solved],
             "seconds_to_475": None if solved is None else round(episodes.seconds[solved], 3),
-            "env_steps_per_second": round(env_steps / elapsed, 1),
+            "env_steps_per_second": round((env_steps - collector.first_env_step) / elapsed, 1),
             "time_breakdown_seconds": {
                 "env_step": round(collector.env_seconds, 3),
                 "policy": round(collector.policy_seconds, 3),
@@ -279,7 +350,7 @@ class PPOModule(L.LightningModule):
         collector = self.collector
         assert collector is not None
         world = self.trainer.world_size
-        env_steps = collector.env_steps * world
+        env_steps = collector.env_steps
         metrics: dict[str, float] = dict(zip(STATISTICS, statistics.tolist(), strict=True))
         every = self.hparams["eval_every_env_steps"]
         if every and env_steps // every > (env_steps - self.rollout_size * world) // every:
@@ -291,7 +362,8 @@ class PPOModule(L.LightningModule):
             metrics["episodic_return"] = sum(recent) / len(recent)
             metrics["episodic_length"] = sum(lengths) / len(lengths)
         metrics["learning_rate"] = learning_rate
-        metrics["sps"] = env_steps / (time.perf_counter() - collector.started)
+        elapsed = time.perf_counter() - collector.started
+        metrics["sps"] = (env_steps - collector.first_env_step) / elapsed
         if self.logger is not None:
             self.logger.log_metrics(metrics, step=env_steps)
         self.timing["logging"] += time.perf_counter() - tick

@@ -6,6 +6,9 @@ followed step ``t``: the next stored observation, or for a truncated episode the
 its final observation (the environment reset in the same step, so the next stored row
 belongs to a new episode). ``Rollout`` checks at construction that every field shares
 the same ``time`` and ``env`` axes.
+
+Env steps are counted globally: under DDP every process steps its own environments in
+lockstep with the others, so each of its steps stands for ``processes`` of the run's.
 """
 
 import csv
@@ -56,7 +59,7 @@ class Rollout:
 
 @dataclass
 class Episodes:
-    """Finished training episodes: env steps and seconds at their end, return, length."""
+    """Finished training episodes: the run's env steps and seconds at their end, return, length."""
 
     env_steps: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
@@ -83,7 +86,11 @@ class RolloutCollector:
         gae_lambda: float,
         reward_scale: float,
         seed: int,
+        processes: int = 1,
+        env_steps: int = 0,
     ) -> None:
+        """``processes`` collect in lockstep (DDP); ``env_steps`` is where a resumed run's
+        count starts."""
         self.envs, self.agent, self.num_steps = envs, agent, num_steps
         self.gamma, self.gae_lambda, self.reward_scale = gamma, gae_lambda, reward_scale
         self.num_envs = envs.num_envs
@@ -94,7 +101,8 @@ class RolloutCollector:
         self.episode_return = np.zeros(self.num_envs)
         self.episode_length = np.zeros(self.num_envs, dtype=np.int64)
         self.episodes = Episodes()
-        self.env_steps = 0
+        self.processes = processes
+        self.env_steps = self.first_env_step = env_steps
         self.env_seconds = 0.0
         self.policy_seconds = 0.0
         self.started = time.perf_counter()
@@ -180,7 +188,7 @@ class RolloutCollector:
         )
 
     def _record_episodes(self, reward: np.ndarray, done: np.ndarray) -> None:
-        self.env_steps += self.num_envs
+        self.env_steps += self.num_envs * self.processes
         self.episode_return += reward
         self.episode_length += 1
         for row in np.flatnonzero(done):

@@ -2,8 +2,9 @@
 
 A column is a feature when every one of its cells parses as a finite number; columns with
 no numeric cell (ids, names) are left out and reported. Blank lines are skipped; line
-numbers in errors are the file's own. A column that is mostly numeric
-but has a bad cell is an error naming the row, not a column to drop quietly.
+numbers in errors are the file's own. A column that is mostly numeric but has a bad cell,
+or a NaN or Inf cell anywhere, is an error naming the file, line and column: a NaN would
+otherwise poison every loss and statistic without stopping the run. Each error is one line.
 """
 
 import csv
@@ -26,22 +27,27 @@ class NumericTable:
 
 
 def _parse(cell: str) -> float | None:
+    """The cell's number (NaN and Inf included, to be refused by name), or None."""
     if "_" in cell:  # float() would read "1_000" as 1000
         return None
     try:
-        value = float(cell)
+        return float(cell)
     except ValueError:
         return None
-    return value if math.isfinite(value) else None
 
 
 def read_numeric_csv(path: Path, target: str) -> NumericTable:
     if not path.is_file():
         raise FileNotFoundError(f"--data.csv_path {path}: no such file")
     # utf-8-sig: spreadsheets often start the file with a byte-order mark.
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        numbered = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            reader = csv.reader(handle)
+            numbered = [(reader.line_num, row) for row in reader if any(c.strip() for c in row)]
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    if not numbered:
+        raise ValueError(f"{path}: the file is empty; it needs a header and data rows")
     if len(numbered) < 3:
         raise ValueError(
             f"{path}: needs a header and at least 2 data rows, "
@@ -70,10 +76,18 @@ def read_numeric_csv(path: Path, target: str) -> NumericTable:
         if bad:
             cell = body[bad[0]][index]
             raise ValueError(
-                f"{path}:{lines[bad[0]]}: column {name!r} has {cell!r}, not a finite number "
+                f"{path}:{lines[bad[0]]}: column {name!r} has {cell!r}, not a number "
                 f"({len(bad)} such cells in the column)"
             )
-        columns[name] = [value for value in parsed if value is not None]
+        numbers = [value for value in parsed if value is not None]
+        non_finite = [row for row, value in enumerate(numbers) if not math.isfinite(value)]
+        if non_finite:
+            cell = body[non_finite[0]][index]
+            raise ValueError(
+                f"{path}:{lines[non_finite[0]]}: column {name!r} has {cell!r}: NaN and Inf "
+                f"cells are refused ({len(non_finite)} in the column)"
+            )
+        columns[name] = numbers
 
     feature_names = [name for name in columns if name != target]
     if not feature_names:

@@ -3,6 +3,14 @@
 Data is read and split when the module is built, so a bad path or column fails before any
 training, and the CLI can pass ``num_features`` and the target's scale on to the model.
 Features and target are standardised with statistics of the training split only.
+
+Both loaders shard with an explicit ``DistributedSampler`` (one shard when there is one
+process). The training order of epoch ``k`` is a permutation seeded by ``seed + k`` alone,
+so it does not depend on how many epochs this process has run: a run resumed from the end
+of epoch ``k - 1`` sees the same batches as an uninterrupted one. ``batch_size`` counts
+the rows of an optimizer step over every process, so N processes together take the same
+batches as one (up to the last, padded one). Validation is not shuffled; its last shard
+is padded with rows from the start, which ``RegressionModule`` drops after gathering.
 """
 
 from pathlib import Path
@@ -11,7 +19,7 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from .csv_table import read_numeric_csv
 from .synthetic import make_synthetic_regression
@@ -47,8 +55,10 @@ class RegressionData(L.LightningDataModule):
             synthetic_features: Input columns of the synthetic set (at least 5).
             synthetic_noise: Standard deviation of the synthetic target's noise.
             val_fraction: Share of rows held out for validation, drawn at random.
-            batch_size: Rows per training step.
-            seed: Seed of the synthetic data and of the train/validation split.
+            batch_size: Rows per optimizer step, over all processes together: under DDP each
+                of N processes loads ``batch_size / N``.
+            seed: Seed of the synthetic data, of the train/validation split and of every
+                epoch's training order.
         """
         super().__init__()
         if (csv_path is None) != (target is None):
@@ -56,6 +66,7 @@ class RegressionData(L.LightningDataModule):
         if not 0.0 < val_fraction < 1.0:
             raise ValueError(f"--data.val_fraction must be in (0, 1), got {val_fraction}")
         self.batch_size = batch_size
+        self.seed = seed
 
         if csv_path is None:
             x, y = make_synthetic_regression(
@@ -71,8 +82,10 @@ class RegressionData(L.LightningDataModule):
         order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
         num_val = max(1, round(val_fraction * len(y)))
         if len(y) - num_val < 1:
+            source = csv_path if csv_path is not None else "--data.synthetic_samples"
             raise ValueError(
-                f"{len(y)} rows leave none for training at val_fraction={val_fraction}"
+                f"{source}: {len(y)} data rows, and --data.val_fraction={val_fraction} holds "
+                f"out {num_val}, leaving none for training"
             )
         train_rows, val_rows = order[num_val:], order[:num_val]
 
@@ -84,7 +97,21 @@ class RegressionData(L.LightningDataModule):
         self.val_set = TensorDataset(x[val_rows], y[val_rows])
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True)
+        return self._loader(self.train_set, shuffle=True)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_set, batch_size=self.batch_size)
+        return self._loader(self.val_set, shuffle=False)
+
+    def _loader(self, rows: TensorDataset, shuffle: bool) -> DataLoader:
+        """This process's shard of ``rows``; Lightning calls the sampler's ``set_epoch``."""
+        world, rank = (
+            (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
+        )
+        if self.batch_size % world:
+            raise ValueError(
+                f"--data.batch_size={self.batch_size} does not split evenly over {world} processes"
+            )
+        sampler = DistributedSampler(
+            rows, num_replicas=world, rank=rank, shuffle=shuffle, seed=self.seed
+        )
+        return DataLoader(rows, batch_size=self.batch_size // world, sampler=sampler)

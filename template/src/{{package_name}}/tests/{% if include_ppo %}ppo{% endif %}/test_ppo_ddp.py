@@ -1,0 +1,105 @@
+"""PPO on two CPU processes, and PPO resumed from a checkpoint.
+
+The DDP run is a child process (``python -m <package>.ppo``): DDP's launcher starts the
+second process by rerunning the command line. The resumed run is in this process.
+"""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ...ppo import PPOModule
+from ...ppo.__main__ import main
+
+PACKAGE = __name__.partition(".")[0]
+SOURCE_ROOT = Path(__file__).resolve().parents[3]  # the folder that holds the package
+ROLLOUT = 4 * 32  # env steps of one process's rollout
+TINY = [
+    "--model.num_envs=4",
+    "--model.num_steps=32",
+    "--model.update_epochs=2",
+    "--model.eval_every_env_steps=0",
+    "--model.eval_episodes=2",
+]
+QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+
+
+def _args(root: Path, *extra: str) -> list[str]:
+    """A fit on the CLI's defaults (no config file, so an installed package runs it too),
+    logged to CSV so that the logged env steps can be read back."""
+    return [
+        "fit",
+        "--seed_everything=0",
+        f"--trainer.default_root_dir={root}",
+        "--trainer.accelerator=cpu",
+        "--trainer.logger=CSVLogger",
+        f"--trainer.logger.save_dir={root}",
+        *TINY,
+        *QUIET,
+        *extra,
+    ]
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _logged(root: Path, name: str) -> dict[int, float]:
+    """Env step -> value of a metric the module logged once per rollout."""
+    (path,) = root.rglob("metrics.csv")
+    return {int(row["step"]): float(row[name]) for row in _rows(path) if row.get(name)}
+
+
+def test_ddp_ranks_collect_different_rollouts_and_count_steps_globally(tmp_path: Path) -> None:
+    path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    ddp = ["--trainer.strategy=ddp", "--trainer.devices=2", "--model.total_env_steps=1024"]
+    command = [sys.executable, "-m", f"{PACKAGE}.ppo", *_args(tmp_path, *ddp)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    # A run whose processes ended with different parameters raises at its end.
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+
+    (summary_path,) = tmp_path.rglob("summary.json")
+    summary = json.loads(summary_path.read_text())
+    assert summary["processes"] == 2
+    assert summary["env_steps"] == 1024 == 2 * summary["env_steps_per_process"]
+    assert sorted(_logged(tmp_path, "learning_rate")) == [256, 512, 768, 1024]
+
+    first = _rows(summary_path.parent / "episodes.csv")
+    second = _rows(summary_path.parent / "episodes_rank1.csv")
+    lengths = [[row["length"] for row in rows] for rows in (first, second)]
+    print(f"\nepisode lengths, rank 0: {lengths[0][:8]}, rank 1: {lengths[1][:8]}")
+    assert first and second and lengths[0] != lengths[1]
+
+
+def test_resume_restores_optimizer_schedule_and_env_steps(tmp_path: Path) -> None:
+    budget = ["--model.total_env_steps=512", "--model.learning_rate=0.001"]
+    # Two optimizer steps per rollout: max_steps=4 stops after two of the four rollouts.
+    main(_args(tmp_path, *budget, "--trainer.max_steps=4"))
+    cli = main(_args(tmp_path, *budget, "--ckpt_path=last"))
+
+    module, (optimizer,) = cli.model, cli.trainer.optimizers
+    assert module.rollouts_done == 4
+    assert cli.trainer.global_step == 8
+    assert {int(state["step"]) for state in optimizer.state.values()} == {8}  # Adam's count
+    assert module.collector is not None and module.collector.first_env_step == 2 * ROLLOUT
+    resumed = _logged(tmp_path / "lightning_logs" / "version_1", "learning_rate")
+    assert resumed == pytest.approx({3 * ROLLOUT: 0.001 * 2 / 4, 4 * ROLLOUT: 0.001 * 1 / 4})
+
+
+def test_resume_with_another_number_of_processes_is_refused(tmp_path: Path) -> None:
+    main(_args(tmp_path, "--model.total_env_steps=512", "--trainer.max_steps=2"))
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert PPOModule.load_from_checkpoint(last).rollouts_done == 1  # no trainer needed
+    checkpoint = torch.load(last, weights_only=False)
+    checkpoint["ppo"]["processes"] = 2
+    torch.save(checkpoint, tmp_path / "from_two.ckpt")
+    with pytest.raises(ValueError, match="written by 2 processes"):
+        main(_args(tmp_path, f"--ckpt_path={tmp_path / 'from_two.ckpt'}"))
