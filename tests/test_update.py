@@ -1,0 +1,138 @@
+"""`copier update` moves a project from one template tag to the next and keeps its edits.
+
+A throwaway copy of this repository (uncommitted changes included) is tagged v1; the
+template then changes and is tagged v2. A project rendered from v1 and edited by its user
+is updated to v2: the template's changes arrive, the user's edits stay, and where both
+changed the same line the file shows both, as Git-style markers (Copier's default), or
+takes the template's line and leaves the user's in a ``.rej`` file.
+"""
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Literal
+
+import copier
+import pytest
+from conftest import ROOT
+
+DATA = {"include_regression": False, "include_ppo": False}  # the quickest render
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+V2_SECTION = "## Changes in template v2"
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run([*GIT, *args], cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, f"git {args}: {done.stderr}"
+    return done.stdout
+
+
+def _commit(repo: Path, message: str) -> None:
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", message)
+
+
+def _append(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text)
+
+
+def _replace_first_line(path: Path, line: str) -> None:
+    _first, rest = path.read_text().split("\n", 1)
+    path.write_text(f"{line}\n{rest}")
+
+
+@pytest.fixture(scope="module")
+def template_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This repository's files at tag v1, then a changed template at tag v2."""
+    repo = tmp_path_factory.mktemp("template") / "repo"
+    listed = _git(ROOT, "ls-files", "--cached", "--others", "--exclude-standard", "-z")
+    for name in filter(None, listed.split("\0")):
+        if (ROOT / name).is_file():  # a tracked file deleted in the working tree is left out
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, repo / name)
+    _git(repo, "init", "-q")
+    _commit(repo, "template v1")
+    _git(repo, "tag", "v1")
+
+    readme = repo / "template" / "README.md.jinja"
+    _replace_first_line(readme, "# {{ project_name }}, from template v2")
+    _append(readme, f"\n{V2_SECTION}\n\nA section that v1 did not have.\n")
+    (repo / "template" / "CHANGELOG.md").write_text("# Changelog\n\n- v2: a changelog.\n")
+    _commit(repo, "template v2")
+    _git(repo, "tag", "v2")
+    return repo
+
+
+def _project_from_v1(template_repo: Path, destination: Path) -> Path:
+    copier.run_copy(
+        str(template_repo), destination, data=DATA, defaults=True, vcs_ref="v1", quiet=True
+    )
+    _git(destination, "init", "-q")
+    _commit(destination, "project from template v1")
+    return destination
+
+
+def _update_to_v2(project: Path, conflict: Literal["inline", "rej"] = "inline") -> None:
+    copier.run_update(
+        project,
+        vcs_ref="v2",
+        defaults=True,
+        overwrite=True,
+        unsafe=False,
+        quiet=True,
+        conflict=conflict,
+    )
+
+
+def test_update_brings_template_changes_and_keeps_user_edits(
+    template_repo: Path, tmp_path: Path
+) -> None:
+    project = _project_from_v1(template_repo, tmp_path / "project")
+    _append(project / ".gitignore", "my-data/\n")
+    (project / "src" / "my_project" / "my_loss.py").write_text('"""The user\'s own."""\n')
+    _commit(project, "user edits")
+
+    _update_to_v2(project)
+
+    readme = (project / "README.md").read_text()
+    assert readme.startswith("# My Project, from template v2\n")
+    assert V2_SECTION in readme
+    assert (project / "CHANGELOG.md").is_file()
+    assert (project / ".gitignore").read_text().endswith("lightning_logs/\nmy-data/\n")
+    assert (project / "src" / "my_project" / "my_loss.py").is_file()
+    assert "_commit: v2" in (project / ".copier-answers.yml").read_text()
+    assert _git(project, "ls-files", "--unmerged") == ""
+
+
+def test_conflicting_line_is_marked_inline_and_unmerged(
+    template_repo: Path, tmp_path: Path
+) -> None:
+    project = _project_from_v1(template_repo, tmp_path / "project")
+    _replace_first_line(project / "README.md", "# My Project, the user's title")
+    _commit(project, "user edits the title")
+
+    _update_to_v2(project)
+
+    readme = (project / "README.md").read_text()
+    expected = (
+        "<<<<<<< before updating\n# My Project, the user's title\n=======\n"
+        "# My Project, from template v2\n>>>>>>> after updating\n"
+    )
+    assert readme.startswith(expected), readme[:300]
+    assert V2_SECTION in readme  # the lines nobody else changed merge cleanly
+    assert "README.md" in _git(project, "diff", "--name-only", "--diff-filter=U")
+
+
+def test_conflicting_line_goes_to_a_rej_file_on_request(
+    template_repo: Path, tmp_path: Path
+) -> None:
+    project = _project_from_v1(template_repo, tmp_path / "project")
+    _replace_first_line(project / "README.md", "# My Project, the user's title")
+    _commit(project, "user edits the title")
+
+    _update_to_v2(project, conflict="rej")
+
+    # The file takes the template's line; the user's change that did not apply waits in
+    # README.md.rej, as a hunk to apply by hand.
+    assert (project / "README.md").read_text().startswith("# My Project, from template v2\n")
+    assert "+# My Project, the user's title" in (project / "README.md.rej").read_text()
