@@ -3,8 +3,9 @@
 ``nox -s tests``  renders every preset in configs/ and runs each project's checks and suite.
 ``nox -s demo``   renders the default project into build/demo, installs it, trains its
                   examples with their default configs and prints what they reached.
-``nox -s bench``  renders the PPO preset into build/bench and compares its PPO with
-                  Stable-Baselines3 on CartPole-v1 (medians of 3 seeds, ratios).
+``nox -s bench``  renders the default preset into build/bench; compares its PPO with
+                  Stable-Baselines3 on CartPole-v1 (medians of 3 seeds, ratios), the cost
+                  of shape checks against JAXTYPING_DISABLE=1, and the guards' costs.
 ``nox -s lint``   ruff on this repository's own Python.
 """
 
@@ -69,13 +70,14 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
+    """All benchmarks, or those named: ``nox -s bench -- sb3 checks guards``."""
     session.install("copier")
-    _render(session, "ppo", BENCH_DIR)
+    _render(session, "default", BENCH_DIR)
     session.install("-e", str(BENCH_DIR), "stable-baselines3>=2.4")
     package = _answers(BENCH_DIR)["package_name"]
-    session.run(
-        "python", str(ROOT / "bench" / "run_bench.py"), str(BENCH_DIR), package, *session.posargs
-    )
+    scripts = {"sb3": "run_bench.py", "checks": "check_overhead.py", "guards": "guard_costs.py"}
+    for name in session.posargs or list(scripts):
+        session.run("python", str(ROOT / "bench" / scripts[name]), str(BENCH_DIR), package)
 
 
 def _render(session: nox.Session, preset: str, destination: Path) -> None:
