@@ -70,9 +70,9 @@ def _signature(value: object) -> object:
     if kind is tuple or kind is list:
         items = tuple(map(_signature, value))  # type: ignore[arg-type]
         return None if None in items else (kind, items)
-    if isinstance(value, dict | set | frozenset) or hasattr(value, "__array__"):
-        return None
-    return kind
+    if isinstance(value, dict | set | frozenset) or hasattr(kind, "__array__"):
+        return None  # containers and NumPy-like arrays: checked in full every time
+    return kind  # the type decides (an nn.Module's ``self``, a distribution, ...)
 
 
 def _call_signature(args: tuple, kwargs: dict[str, Any]) -> object:
