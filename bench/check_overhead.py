@@ -4,10 +4,13 @@ Machine noise here is larger than the effect, so both designs pair the variants 
 - regression (default network, batch 256, one torch thread): one process per repeat trains
   42 epochs with checks on in even epochs and off in odd ones; seconds per training step
   (batch start to batch end) are the median over each variant's steps after epoch 2;
-- PPO: each repeat runs the example's default config (``configs/ppo.yaml``) in two fresh
-  processes, one with ``JAXTYPING_DISABLE=1``, alternating which goes first; the figure is
-  env steps per second.
-The report is the median over repeats of each variant and their ratio.
+- PPO (the example's defaults, which ``configs/ppo.yaml`` repeats, without periodic
+  evaluation): one process per repeat trains the whole budget with checks on in even
+  rollouts and off in odd ones; env steps per second are one rollout's steps over the
+  median seconds of each variant's collect-and-update cycles after the fourth.
+The switch is jaxtyping's own ``jaxtyping_disable``, the one ``JAXTYPING_DISABLE=1`` sets;
+flipping it in one process keeps both variants on the same machine state. The report is
+the median over repeats of each variant and their ratio.
 
 Usage: ``python bench/check_overhead.py PROJECT_DIR PACKAGE [REPEATS [EXAMPLE]]``
 (``nox -s bench``).
@@ -15,7 +18,6 @@ Usage: ``python bench/check_overhead.py PROJECT_DIR PACKAGE [REPEATS [EXAMPLE]]`
 
 import importlib
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -76,38 +78,54 @@ def regression_worker(package: str) -> dict:
 
 
 def ppo_worker(package: str, root: str) -> dict:
-    main = importlib.import_module(f"{package}.ppo.__main__").main
-    main(
-        [
-            "fit",
-            "--config",
-            "configs/ppo.yaml",
-            f"--trainer.default_root_dir={root}",
-            "--trainer.enable_progress_bar=false",
-        ]
+    """Alternates checks on and off rollout by rollout in one run of the default config.
+    A cycle is one rollout's collection and its update, timed from one training batch's
+    end to the next (the stream collects the next rollout in between)."""
+    import jaxtyping
+    import lightning as L
+
+    ppo = importlib.import_module(f"{package}.ppo.module")
+
+    class AlternatingClock(L.Callback):
+        def __init__(self) -> None:
+            self.seconds: dict[bool, list[float]] = {True: [], False: []}
+            self.checks, self.last = True, 0.0
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            now = time.perf_counter()
+            if batch_idx >= 4:  # the first rollouts pay for warm-up and first checks
+                self.seconds[self.checks].append(now - self.last)
+            self.checks = batch_idx % 2 == 1
+            jaxtyping.config.update("jaxtyping_disable", not self.checks)
+            self.last = time.perf_counter()
+
+    L.seed_everything(0, verbose=False)
+    model = ppo.PPOModule(eval_every_env_steps=0, eval_episodes=1)
+    clock = AlternatingClock()
+    trainer = L.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        default_root_dir=root,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[clock],
     )
-    (summary,) = Path(root).rglob("summary.json")
-    return {"env_steps_per_second": json.loads(summary.read_text())["env_steps_per_second"]}
+    trainer.fit(model)
+    return {
+        checks: model.rollout_size / statistics.median(clock.seconds[flag])
+        for checks, flag in (("on", True), ("off", False))
+    }
 
 
-def _regression_pair(project: Path, package: str) -> tuple[float, float]:
-    command = [sys.executable, __file__, "--worker", "regression", package, "-"]
+def _pair(project: Path, package: str, example: str) -> tuple[float, float]:
+    root = project / "runs" / "overhead"
+    command = [sys.executable, __file__, "--worker", example, package, str(root)]
     done = subprocess.run(command, cwd=project, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"regression worker failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{example} worker failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     return result["on"], result["off"]
-
-
-def _measure(project: Path, package: str, example: str, checks: bool, run: int) -> float:
-    env = {**os.environ, "JAXTYPING_DISABLE": "0" if checks else "1"}
-    root = project / "runs" / "overhead" / f"{example}-{'on' if checks else 'off'}-{run}"
-    command = [sys.executable, __file__, "--worker", example, package, str(root)]
-    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{example} worker failed:\n{done.stderr[-3000:]}")
-    key = TARGETS[example][0]
-    return json.loads(done.stdout.strip().splitlines()[-1])[key]
 
 
 def main() -> None:
@@ -125,13 +143,9 @@ def main() -> None:
         key, direction, target = TARGETS[example]
         values: dict[bool, list[float]] = {True: [], False: []}
         for run in range(repeats):
-            if example == "regression":
-                on, off = _regression_pair(project, package)
-                values[True].append(on)
-                values[False].append(off)
-            else:
-                for checks in (True, False) if run % 2 == 0 else (False, True):
-                    values[checks].append(_measure(project, package, example, checks, run))
+            on, off = _pair(project, package, example)
+            values[True].append(on)
+            values[False].append(off)
             print(f"{example} repeat {run}: on {values[True][-1]:.4g}, off {values[False][-1]:.4g}")
         on, off = statistics.median(values[True]), statistics.median(values[False])
         ratio = on / off

@@ -23,11 +23,11 @@ import linecache
 import math
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any
-from unittest.mock import patch
 
 import lightning as L
 import torch
@@ -167,6 +167,17 @@ def _user_frame() -> tuple[FrameType, bool]:
     return frame, by_design
 
 
+def _sampled_indices(shapes: list[tuple[int, ...]]) -> bool:
+    """``Categorical.log_prob``'s intended stretch: indices ``(*sample, *batch, 1)`` against
+    logits ``(*batch, class)``. Indices that do not end in the batch shape, such as a
+    ``(N, 1)`` column of actions against ``(N, class)`` logits, are the critic bug again."""
+    if len(shapes) != 2:
+        return False
+    indices, logits = shapes
+    batch = logits[:-1]
+    return indices[-1:] == (1,) and indices[:-1][len(indices) - 1 - len(batch) :] == batch
+
+
 def _check(func: Callable[..., Any], tensors: list[torch.Tensor]) -> None:
     """Raise if no operand already has the broadcast shape. Runs on every elementwise call,
     so the common cases (equal shapes, one-sided broadcasting) return first."""
@@ -182,7 +193,7 @@ def _check(func: Callable[..., Any], tensors: list[torch.Tensor]) -> None:
     if any(size not in (1, full) for size, full in pairs):
         return  # not broadcastable at all: torch's own error is clearer
     frame, by_design = _user_frame()
-    if by_design:
+    if by_design and _sampled_indices(shapes):
         return
     filename, line = frame.f_code.co_filename, frame.f_lineno
     listed = ", ".join(str(shape) for shape in shapes[:-1]) + f" and {shapes[-1]}"
@@ -331,7 +342,7 @@ class NonFiniteLocator(Callback):
         losses, self._losses = self._losses, []
         scaled = getattr(trainer.precision_plugin, "scaler", None) is not None
         grads = [] if scaled else [p.grad for p in pl_module.parameters() if p.grad is not None]
-        norms = torch._foreach_norm(grads)  # pyright: ignore[reportPrivateImportUsage]
+        norms = torch._foreach_norm(grads) if grads else []  # pyright: ignore[reportPrivateImportUsage]
         values = [loss for _, _, loss in losses] + list(norms)
         if not values or math.isfinite(torch.stack(values).sum().item()):
             return
@@ -396,6 +407,16 @@ class _FirstNonFinite(Exception):
         self.lines, self.culprit = lines, culprit
 
 
+@contextmanager
+def _logging_silenced(pl_module: L.LightningModule) -> Iterator[None]:
+    """A replay must not log: instance attributes shadow ``log`` and ``log_dict``."""
+    pl_module.log = pl_module.log_dict = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del pl_module.log, pl_module.log_dict
+
+
 def _replay_forward(
     pl_module: L.LightningModule, batch: Any, batch_idx: int
 ) -> tuple[list[str], str]:
@@ -429,7 +450,7 @@ def _replay_forward(
         module.register_forward_hook(hook(name), with_kwargs=True) for name, module in modules
     ]
     try:
-        with torch.no_grad(), patch.object(pl_module, "log"), patch.object(pl_module, "log_dict"):
+        with torch.no_grad(), _logging_silenced(pl_module):
             result = pl_module.training_step(batch, batch_idx)
     except _FirstNonFinite as found:
         return found.lines, found.culprit

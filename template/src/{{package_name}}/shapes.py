@@ -6,12 +6,17 @@ Checks are on by default; ``JAXTYPING_DISABLE=1`` in the environment turns them 
 
 What the decorator guarantees, and what it costs:
 
-- The first call with a new *shape signature* (every tensor argument's shape and dtype,
-  and the type of every other argument) is checked in full by jaxtyping and beartype.
+- The first call with a new *shape signature* is checked in full by jaxtyping and beartype.
+  The signature holds each tensor argument's type, shape and dtype, each bool, int, str or
+  enum argument's value, and every other argument's type (tuples and lists item by item).
   A mismatch raises ``jaxtyping.TypeCheckError`` naming the argument and both shapes.
-- A signature that passed before, with a return signature that passed before, is not
-  checked again: the verdict is remembered. The last partial batch, batch size 1 or a new
-  sequence length are new signatures, so each is checked the first time it arrives.
+- A signature that passed is not checked again: the verdict is remembered, which makes a
+  call cost about 2 µs instead of 35-70. The last partial batch, batch size 1 or a new
+  sequence length are new signatures, so each is checked the first time it arrives. A
+  known signature returning a result of a new shape is checked again, without re-running.
+- Nothing is remembered for a function whose annotations read values rather than shapes
+  (axis expressions such as ``"{self.n}"`` or ``"batch+1"``, ``Annotated`` validators),
+  or for a call with a dict, set or NumPy argument: those are checked in full every time.
 - Inside ``torch.compile`` tracing, checks step aside (jaxtyping cannot follow dynamo's
   fake tensors). :func:`compiled` puts the same check at the compiled module's boundary.
 
@@ -24,14 +29,18 @@ Copy-paste: this file imports only third-party packages.
 
 import enum
 import functools
+import inspect
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 import jaxtyping
 import torch
 from beartype import beartype
-from jaxtyping import Bool, Float, Int, jaxtyped
+from beartype.door import die_if_unbearable
+from beartype.roar import BeartypeCallHintViolation
+from jaxtyping import Bool, Float, Int, TypeCheckError, jaxtyped
 from torch import Tensor, nn
 
 __all__ = [
@@ -53,25 +62,35 @@ Scalar = Float[Tensor, ""]
 _REMEMBERED_SIGNATURES = 4096
 """Per function; past this the memory is cleared (a run with ever-new shapes stays bounded)."""
 
+_config = jaxtyping.config
+_is_compiling = torch.compiler.is_compiling
+
 _VALUE_KEYED = frozenset({bool, int, str, type(None)})
 """Argument types whose value, not only type, is part of a signature (``Literal`` hints)."""
+
+
+_PLAIN_TYPES: set[type] = set()
+"""Types found to be summarised by the type alone, so the next value skips the tests."""
 
 
 def _signature(value: object) -> object:
     """A hashable summary of everything an annotation can check about ``value``, or
     ``None`` when it cannot be summarised (then the call is checked in full every time)."""
     if isinstance(value, Tensor):
-        return (value.shape, value.dtype)
+        return (type(value), value.shape, value.dtype)
     kind = type(value)
+    if kind in _PLAIN_TYPES:
+        return kind
     if kind is float:
         return float
     if kind in _VALUE_KEYED or isinstance(value, enum.Enum):
         return (kind, value)
-    if kind is tuple or kind is list:
-        items = tuple(map(_signature, value))  # type: ignore[arg-type]
+    if isinstance(value, tuple | list):  # torch.Size and named tuples too
+        items = tuple(map(_signature, value))
         return None if None in items else (kind, items)
-    if isinstance(value, dict | set | frozenset) or hasattr(kind, "__array__"):
+    if issubclass(kind, dict | set | frozenset) or hasattr(kind, "__array__"):
         return None  # containers and NumPy-like arrays: checked in full every time
+    _PLAIN_TYPES.add(kind)
     return kind  # the type decides (an nn.Module's ``self``, a distribution, ...)
 
 
@@ -82,34 +101,80 @@ def _call_signature(args: tuple, kwargs: dict[str, Any]) -> object:
     return None if None in items else items
 
 
+_PLAIN_DIMS = re.compile(r"[\w\s*#?.]*")
+"""Axis strings whose check depends only on shapes; ``"{self.n}"`` or ``"batch+1"`` read
+values outside the tensors, which a shape signature does not capture."""
+
+
+def _depends_only_on_signatures(function: Callable[..., Any]) -> bool:
+    """Whether a verdict can be remembered: no axis expression and no ``Annotated`` value
+    validator in the annotations (those see values, not shapes)."""
+    pending = list(getattr(function, "__annotations__", {}).values())
+    while pending:
+        hint = pending.pop()
+        if get_origin(hint) is Literal:
+            continue
+        if isinstance(hint, str) or get_origin(hint) is Annotated:
+            return False
+        dims = getattr(hint, "dim_str", None)
+        if isinstance(dims, str) and not _PLAIN_DIMS.fullmatch(dims):
+            return False
+        pending.extend(get_args(hint))
+    return True
+
+
 class _ShapeCheck:
     """Checks calls of one function and remembers which signatures passed."""
 
     def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
         self.checked = jaxtyped(typechecker=beartype)(function)
         self.passed: dict[object, set[object]] = {}
+        self.remembers = _depends_only_on_signatures(function)
 
     def __call__(self, run: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
         """Call ``run`` (the function, or a compiled equivalent) with checks as promised."""
-        if jaxtyping.config.jaxtyping_disable:
+        if _config.jaxtyping_disable:
             return run(*args, **kwargs)
-        key = _call_signature(args, kwargs)
-        if key is None:
-            return self.checked(*args, **kwargs)
-        returns = self.passed.get(key)
-        if returns is not None:
-            result = run(*args, **kwargs)
-            if _signature(result) in returns:
-                return result
-            # Rare: known arguments, new kind of result. Re-run under the full check, which
-            # checks the arguments and the result together.
+        key = _call_signature(args, kwargs) if self.remembers else None
+        returns = None if key is None else self.passed.get(key)
+        if returns is None:
+            return self.check_in_full(key, args, kwargs)
+        result = run(*args, **kwargs)
+        returned = _signature(result)
+        if returned not in returns:
+            self.check_result(args, kwargs, result)
+            returns.add(returned)
+        return result
+
+    def check_in_full(self, key: object, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """jaxtyping and beartype on arguments and result; remember the verdict."""
         result = self.checked(*args, **kwargs)
         returned = _signature(result)
-        if returned is not None:
+        if key is not None and returned is not None:
             if len(self.passed) >= _REMEMBERED_SIGNATURES:
                 self.passed.clear()
             self.passed.setdefault(key, set()).add(returned)
         return result
+
+    def check_result(self, args: tuple, kwargs: dict[str, Any], result: object) -> None:
+        """Known arguments, a new kind of result (a shape that depends on values): check
+        the arguments and the result together without running the function again."""
+        hints = get_type_hints(self.function, include_extras=True)
+        bound = inspect.signature(self.function).bind(*args, **kwargs)
+        bound.apply_defaults()
+        try:
+            with jaxtyped("context"):
+                for name, value in bound.arguments.items():
+                    if name in hints:
+                        die_if_unbearable(value, hints[name])
+                if "return" in hints:
+                    die_if_unbearable(result, hints["return"])
+        except BeartypeCallHintViolation as error:
+            raise TypeCheckError(
+                f"Type-check error whilst checking the return value of "
+                f"{self.function.__module__}.{self.function.__qualname__}: {error}"
+            ) from None
 
 
 def typechecked(function: Function) -> Function:
@@ -122,12 +187,23 @@ def typechecked(function: Function) -> Function:
     if isinstance(function, type):
         return jaxtyped(typechecker=beartype)(function)  # type: ignore[return-value]
     check = _ShapeCheck(function)
+    passed, remembers = check.passed, check.remembers
 
     @functools.wraps(function)
     def checked_call(*args: Any, **kwargs: Any) -> Any:
-        if torch.compiler.is_compiling():
+        # The same steps as _ShapeCheck.__call__, inlined: this runs on every call.
+        if _is_compiling() or _config.jaxtyping_disable:
             return function(*args, **kwargs)
-        return check(function, args, kwargs)
+        key = _call_signature(args, kwargs) if remembers else None
+        returns = None if key is None else passed.get(key)
+        if returns is None:
+            return check.check_in_full(key, args, kwargs)
+        result = function(*args, **kwargs)
+        returned = _signature(result)
+        if returned not in returns:
+            check.check_result(args, kwargs, result)
+            returns.add(returned)
+        return result
 
     checked_call.__typechecked__ = True  # type: ignore[attr-defined]
     checked_call.shape_check = check  # type: ignore[attr-defined]

@@ -177,3 +177,12 @@ def test_overflowing_gradient_norm_alone_is_no_alarm() -> None:
     trainer = L.Trainer(accelerator="cpu", logger=False)
     optimizer = torch.optim.SGD(model.parameters())
     NonFiniteLocator().on_before_optimizer_step(trainer, model, optimizer)
+
+
+def test_a_step_without_gradients_is_no_alarm() -> None:
+    """Nothing to norm (all parameters frozen, or an fp16 scaler hiding the gradients)."""
+    module = L.LightningModule()
+    module.layer = torch.nn.Linear(2, 1)
+    trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
+    optimizer = torch.optim.SGD(module.parameters())
+    NonFiniteLocator().on_before_optimizer_step(trainer, module, optimizer)

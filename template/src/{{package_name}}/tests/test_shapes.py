@@ -32,8 +32,52 @@ def test_a_remembered_signature_with_a_new_result_shape_is_checked_again() -> No
     x = torch.randn(6)
     assert _first_rows(x, 6.0).shape == (6,)
     assert _first_rows(x, 6.0).shape == (6,)
-    with pytest.raises(TypeCheckError):
+    with pytest.raises(TypeCheckError, match="return"):
         _first_rows(x, 2.0)
+
+
+def test_a_new_result_shape_is_checked_without_running_twice() -> None:
+    calls = []
+
+    @typechecked
+    def rows_where(x: Float[Tensor, "batch"], limit: float) -> Float[Tensor, " selected"]:
+        calls.append(1)
+        return x[x < limit]
+
+    x = torch.arange(4.0)
+    rows_where(x, 10.0)
+    rows_where(x, 10.0)
+    assert rows_where(x, 1.5).shape == (2,)  # known arguments' signature, new result shape
+    assert len(calls) == 3
+
+
+class _Columns(torch.nn.Module):
+    """Its annotation reads a value, ``self.columns``, that no shape signature holds."""
+
+    def __init__(self, columns: int) -> None:
+        super().__init__()
+        self.columns = columns
+
+    @typechecked
+    def forward(self, x: Float[Tensor, "batch {self.columns}"]) -> Float[Tensor, "batch"]:
+        return x.sum(dim=-1)
+
+
+def test_annotation_reading_values_is_checked_every_call() -> None:
+    x = torch.randn(2, 4)
+    _Columns(4)(x)
+    with pytest.raises(TypeCheckError):
+        _Columns(3)(x)
+
+
+def test_tuple_subclasses_are_remembered_item_by_item() -> None:
+    @typechecked
+    def rank(shape: tuple[int, int]) -> int:
+        return len(shape)
+
+    assert rank((2, 3)) == 2
+    with pytest.raises(TypeCheckError):
+        rank(torch.Size([2, 3, 4]))  # pyright: ignore[reportArgumentType]
 
 
 def test_a_remembered_signature_runs_the_function_once() -> None:

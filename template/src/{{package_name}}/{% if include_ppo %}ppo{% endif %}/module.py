@@ -238,8 +238,12 @@ class PPOModule(L.LightningModule):
                 self.clip_gradients(optimizer.optimizer, gradient_clip_val=hp["max_grad_norm"])
                 optimizer.step()
                 statistics.append(minibatch_statistics)
-            if hp["target_kl"] is not None and statistics[-1][APPROX_KL].item() > hp["target_kl"]:
-                break
+            if hp["target_kl"] is not None:
+                # Every process must take the same number of steps (each backward is an
+                # all-reduce under DDP), so they decide on the KL averaged over processes.
+                kl = self.trainer.strategy.reduce(statistics[-1][APPROX_KL], reduce_op="mean")
+                if float(kl) > hp["target_kl"]:
+                    break
         self.timing["update"] += time.perf_counter() - tick
         self.rollouts_done += 1
         self._end_of_rollout(torch.stack(statistics).mean(dim=0), optimizer.param_groups[0]["lr"])
