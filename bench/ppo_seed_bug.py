@@ -1,5 +1,6 @@
 """The seed's RL bug in the rendered project's real PPO run: advantages reach the clipped
-surrogate as ``(N, 1)``. With checks on it must raise; with checks off it trains silently.
+surrogate as ``(N, 1)``. With checks on it must raise at the annotation; with checks off the
+command line's BroadcastGuardCallback must still raise; with both off it trains silently.
 
 Usage: ``python bench/ppo_seed_bug.py PACKAGE CONFIG ROOT_DIR SEED``. Prints one JSON line.
 """
@@ -25,18 +26,30 @@ def main() -> None:
 
     ppo_module.clipped_surrogate_loss = column_advantages
     args = ["fit", "--config", config, f"--seed_everything={seed}"]
-    try:
-        cli.main([*args, f"--trainer.default_root_dir={root / 'checked'}"])
-        error = None
-    except Exception as raised:  # the type-check error; anything else is reported too
-        wanted = ("Type-check error", "The problem arose", "Actual value")
-        lines = [line for line in str(raised).splitlines() if line.startswith(wanted)]
-        error = f"{type(raised).__name__}: " + " | ".join(lines or str(raised).splitlines()[:2])
+    checked_error = _error(cli, [*args, f"--trainer.default_root_dir={root / 'checked'}"])
     with shapes.checks_disabled():
+        guard_error = _error(cli, [*args, f"--trainer.default_root_dir={root / 'guarded'}"])
+        guard = cli.BroadcastGuardCallback
+        cli.BroadcastGuardCallback = lambda steps: guard(steps=0)
         cli.main([*args, f"--trainer.default_root_dir={root / 'unchecked'}"])
     (summary_path,) = (root / "unchecked").rglob("summary.json")
     summary = json.loads(summary_path.read_text())
-    print(json.dumps({"checked_error": error, "unchecked": summary}))
+    print(
+        json.dumps(
+            {"checked_error": checked_error, "guard_error": guard_error, "unchecked": summary}
+        )
+    )
+
+
+def _error(cli, args: list[str]) -> str | None:
+    """The first lines of the error a run raises (None if it trains to the end)."""
+    try:
+        cli.main(args)
+    except Exception as raised:
+        wanted = ("Type-check error", "The problem arose", "Actual value", "Tensor.", "  at ")
+        lines = [line for line in str(raised).splitlines() if line.startswith(wanted)]
+        return f"{type(raised).__name__}: " + " | ".join(lines or str(raised).splitlines()[:2])
+    return None
 
 
 if __name__ == "__main__":

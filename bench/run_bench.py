@@ -107,9 +107,10 @@ def main() -> None:
     )
     print(f"\nseed bug, (N, 1) advantages, seed {seeds[0]}:")
     print(f"  checks on:  {bug['checked_error']}")
+    print(f"  checks off, BroadcastGuardCallback on: {bug['guard_error']}")
     unchecked = bug["unchecked"]
     print(
-        f"  checks off: eval_return_mean {unchecked['eval_return_mean']:.1f}, "
+        f"  both off: eval_return_mean {unchecked['eval_return_mean']:.1f}, "
         f"steps_to_475 {unchecked['steps_to_475']} "
         f"(correct run: eval {our_runs[0]['eval_return_mean']:.1f}, "
         f"steps_to_475 {our_runs[0]['steps_to_475']})"
