@@ -95,7 +95,13 @@ def _signature(value: object) -> object:
 
 
 def _call_signature(args: tuple, kwargs: dict[str, Any]) -> object:
-    items = tuple(map(_signature, args))
+    # Tensors inline: this runs on every call, and most arguments are tensors.
+    items = tuple(
+        [
+            (Tensor, value.shape, value.dtype) if type(value) is Tensor else _signature(value)
+            for value in args
+        ]
+    )
     if kwargs:
         items += tuple(kwargs) + tuple(map(_signature, kwargs.values()))
     return None if None in items else items
@@ -199,7 +205,10 @@ def typechecked(function: Function) -> Function:
         if returns is None:
             return check.check_in_full(key, args, kwargs)
         result = function(*args, **kwargs)
-        returned = _signature(result)
+        if type(result) is Tensor:
+            returned = (Tensor, result.shape, result.dtype)
+        else:
+            returned = _signature(result)
         if returned not in returns:
             check.check_result(args, kwargs, result)
             returns.add(returned)
