@@ -2,19 +2,15 @@
 names the id and the closest registered ids; the real command line exits non-zero with
 that line last."""
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ...ppo.__main__ import main
+from ..command_line import run_example
 
 CONFIG = Path(__file__).resolve().parents[4] / "configs" / "ppo.yaml"
-SRC = Path(__file__).resolve().parents[3]
-PACKAGE = __name__.split(".")[0]
 
 # env id: the pattern of the one line that refuses it
 ROWS = {
@@ -47,17 +43,7 @@ def test_unknown_env_id_is_refused_in_one_line(tmp_path: Path, env_id: str) -> N
 
 
 def test_command_line_exits_nonzero_naming_the_env_id_last(tmp_path: Path) -> None:
-    path = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, "-m", f"{PACKAGE}.ppo", *_args(tmp_path / "run", "CartPol-v1")],
-        cwd=tmp_path,
-        env=os.environ | {"PYTHONPATH": path},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=300,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert done.returncode != 0
-    assert re.search("ValueError: " + ROWS["CartPol-v1"], lines[-1]), done.stdout[-3000:]
+    returncode, lines = run_example("ppo", _args(tmp_path / "run", "CartPol-v1"), tmp_path)
+    assert returncode != 0
+    assert re.search("ValueError: " + ROWS["CartPol-v1"], lines[-1]), "\n".join(lines[-30:])
     assert not (tmp_path / "run").exists()

@@ -6,19 +6,15 @@ two rows also run the real command line, whose exit status must be non-zero and 
 last line of output must be that line.
 """
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ...regression.__main__ import main
+from ..command_line import run_example
 
 CONFIG = Path(__file__).resolve().parents[4] / "configs" / "regression.yaml"
-SRC = Path(__file__).resolve().parents[3]
-PACKAGE = __name__.split(".")[0]
 CSV = ["--data.csv_path={dir}/t.csv", "--data.target=y"]
 
 # row: (contents of {dir}/t.csv or None for no file, extra flags, the last line's pattern)
@@ -91,17 +87,7 @@ def test_bad_input_is_refused_in_one_line(
 
 @pytest.mark.parametrize("row", END_TO_END)
 def test_command_line_exits_nonzero_with_the_problem_last(tmp_path: Path, row: str) -> None:
-    path = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, "-m", f"{PACKAGE}.regression", *_args(tmp_path, row)],
-        cwd=tmp_path,
-        env=os.environ | {"PYTHONPATH": path},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=300,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert done.returncode != 0
-    assert re.search(ROWS[row][2], lines[-1]), done.stdout[-3000:]
+    returncode, lines = run_example("regression", _args(tmp_path, row), tmp_path)
+    assert returncode != 0
+    assert re.search(ROWS[row][2], lines[-1]), "\n".join(lines[-30:])
     assert not (tmp_path / "run").exists()
