@@ -10,7 +10,7 @@ import warnings
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
-from ..cli import OneLineErrorParser, checkpoint_dir
+from ..cli import OneLineErrorParser, checkpoint_dir, processes_released
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
 from ..run_summary import RunSummary
 from .module import PPOModule
@@ -45,22 +45,23 @@ class PPOCLI(LightningCLI):
 
 def main(args: list[str] | None = None) -> PPOCLI:
     """Parse ``args`` (default: the command line) and run the chosen subcommand."""
-    return PPOCLI(
-        PPOModule,
-        seed_everything_default=0,
-        # One epoch is one pass over the rollout stream: the whole budget.
-        trainer_defaults={
-            "max_epochs": 1,
-            "callbacks": [
-                RunSummary(metrics=()),
-                BroadcastGuardCallback(steps=2),
-                NonFiniteLocator(),
-            ],
-        },
-        save_config_kwargs={"overwrite": True},
-        parser_class=OneLineErrorParser,
-        args=args,
-    )
+    with processes_released():
+        return PPOCLI(
+            PPOModule,
+            seed_everything_default=0,
+            # One epoch is one pass over the rollout stream: the whole budget.
+            trainer_defaults={
+                "max_epochs": 1,
+                "callbacks": [
+                    RunSummary(metrics=()),
+                    BroadcastGuardCallback(steps=2),
+                    NonFiniteLocator(),
+                ],
+            },
+            save_config_kwargs={"overwrite": True},
+            parser_class=OneLineErrorParser,
+            args=args,
+        )
 
 
 if __name__ == "__main__":

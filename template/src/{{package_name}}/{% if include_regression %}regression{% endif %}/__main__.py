@@ -12,7 +12,7 @@ to a new version, and ``--ckpt_path last`` must still find the crashed run's
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
-from ..cli import OneLineErrorParser, checkpoint_dir
+from ..cli import OneLineErrorParser, checkpoint_dir, processes_released
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
 from ..run_summary import RunSummary
 from .data import RegressionData
@@ -36,21 +36,22 @@ class RegressionCLI(LightningCLI):
 
 def main(args: list[str] | None = None) -> RegressionCLI:
     """Parse ``args`` (default: the command line) and run the chosen subcommand."""
-    return RegressionCLI(
-        RegressionModule,
-        RegressionData,
-        seed_everything_default=0,
-        trainer_defaults={
-            "callbacks": [
-                RunSummary(metrics=("val_r2", "val_mae", "val_loss")),
-                BroadcastGuardCallback(),
-                NonFiniteLocator(),
-            ]
-        },
-        save_config_kwargs={"overwrite": True},
-        parser_class=OneLineErrorParser,
-        args=args,
-    )
+    with processes_released():
+        return RegressionCLI(
+            RegressionModule,
+            RegressionData,
+            seed_everything_default=0,
+            trainer_defaults={
+                "callbacks": [
+                    RunSummary(metrics=("val_r2", "val_mae", "val_loss")),
+                    BroadcastGuardCallback(),
+                    NonFiniteLocator(),
+                ]
+            },
+            save_config_kwargs={"overwrite": True},
+            parser_class=OneLineErrorParser,
+            args=args,
+        )
 
 
 if __name__ == "__main__":
