@@ -1,7 +1,6 @@
 """The PPO example with ``torch.compile`` and bf16 autocast, checks on: it fits, and a
 wrong shape still raises at the compiled networks' boundary."""
 
-import json
 from pathlib import Path
 
 import gymnasium as gym
@@ -9,24 +8,19 @@ import pytest
 import torch
 from jaxtyping import TypeCheckError
 
-from ...ppo.__main__ import main
 from ...ppo.agent import ActorCritic
+from .test_ppo import _fit as fit_example
 
-CONFIG = Path(__file__).resolve().parents[4] / "configs" / "ppo.yaml"
 QUICK = [
     "--model.total_env_steps=2048",
     "--model.update_epochs=2",
     "--model.eval_every_env_steps=0",
     "--model.eval_episodes=1",
-    "--trainer.enable_progress_bar=false",
-    "--trainer.enable_model_summary=false",
 ]
 
 
 def _fit(root: Path, *extra: str) -> dict:
-    main(["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={root}", *QUICK, *extra])
-    (summary_path,) = root.rglob("summary.json")
-    return json.loads(summary_path.read_text())
+    return fit_example(root, "ppo.yaml", *QUICK, *extra)
 
 
 def test_compiled_fit_with_checks_on(tmp_path: Path) -> None:

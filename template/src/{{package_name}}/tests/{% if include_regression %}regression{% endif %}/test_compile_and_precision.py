@@ -1,7 +1,6 @@
 """The regression example with ``torch.compile`` and bf16 autocast, checks on: it fits,
 and a wrong shape still raises at the compiled network's boundary."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -9,22 +8,12 @@ import torch
 from jaxtyping import TypeCheckError
 
 from ...regression import RegressionModule
-from ...regression.__main__ import main
-
-CONFIG = Path(__file__).resolve().parents[4] / "configs" / "regression.yaml"
-QUICK = [
-    "--trainer.max_epochs=2",
-    "--trainer.limit_train_batches=3",
-    "--trainer.limit_val_batches=2",
-    "--trainer.enable_progress_bar=false",
-    "--trainer.enable_model_summary=false",
-]
+from .test_regression import QUICK
+from .test_regression import _fit as fit_example
 
 
 def _fit(root: Path, *extra: str) -> dict:
-    main(["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={root}", *QUICK, *extra])
-    (summary_path,) = root.rglob("summary.json")
-    return json.loads(summary_path.read_text())
+    return fit_example(root, *QUICK, *extra)
 
 
 def test_compiled_fit_with_checks_on(tmp_path: Path) -> None:
