@@ -8,11 +8,11 @@ are skipped, and so are subscripts of capitalised names and builtin generics.
 """
 
 import ast
-from pathlib import Path
 
 import pytest
 
-SOURCE_ROOT = Path(__file__).resolve().parents[2]
+from .helpers.paths import SOURCE_ROOT
+
 FORBIDDEN_CALLS = {"view", "view_as", "reshape", "reshape_as", "squeeze", "unsqueeze", "flatten"}
 BUILTIN_GENERICS = {"dict", "list", "tuple", "set", "frozenset", "type"}
 

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +17,7 @@ from ..losses import mse_loss
 from ..metrics import r2_score
 from ..nets import ScalarMLP
 from ..shapes import checks_disabled
+from .helpers.paths import SOURCE_ROOT
 
 Tensor = torch.Tensor
 TRAIN_STEPS = 300
@@ -75,7 +75,7 @@ def test_environment_variable_turns_checks_off() -> None:
         f"import torch; from {package}.losses import mse_loss; "
         "print(mse_loss(torch.zeros(6), torch.zeros(6, 1)).item())"
     )
-    source_root = str(Path(__file__).resolve().parents[2])
+    source_root = str(SOURCE_ROOT)
     search_path = os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))
     environment = os.environ | {"JAXTYPING_DISABLE": "1", "PYTHONPATH": search_path}
     done = subprocess.run(

@@ -16,10 +16,11 @@ from ..guards import BroadcastError, BroadcastGuard
 from ..losses import masked_mean, mse_loss
 from ..nets import ScalarMLP
 from ..shapes import Float, Tensor, typechecked
+from .helpers.paths import DOCS
 
 N, T = 6, 4
 TESTS = Path(__file__).resolve().parent
-PAGE = TESTS.parents[2] / "docs" / "shape_bugs.md"
+PAGE = DOCS / "shape_bugs.md"
 SHORT_NAMES = {"catalog": "test_shape_bug_catalog.py", "guard": "test_broadcast_guard.py"}
 
 

@@ -15,8 +15,9 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from ...guards import NonFiniteError, NonFiniteLocator
 from ...regression import RegressionData, RegressionModule
+from ..helpers.paths import CONFIGS, SOURCE_ROOT
 
-CONFIG = Path(__file__).resolve().parents[4] / "configs" / "regression.yaml"
+CONFIG = CONFIGS / "regression.yaml"
 PACKAGE = RegressionModule.__module__.split(".")[0]
 SAMPLES = 1280  # four training steps of 256 rows per epoch
 
@@ -98,7 +99,7 @@ def test_cli_exits_nonzero_with_one_line_summary_last(tmp_path: Path) -> None:
     command += ["--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false"]
     command += [f"--data.synthetic_samples={SAMPLES}"]
     command += [f"--trainer.callbacks+={json.dumps(each)}" for each in callbacks]
-    source_root = str(Path(__file__).resolve().parents[3])
+    source_root = str(SOURCE_ROOT)
     env = os.environ | {"PYTHONPATH": os.pathsep.join([source_root, *sys.path])}
     run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode != 0

@@ -6,14 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2]
-PACKAGE = __name__.split(".")[0]
+from .paths import PACKAGE, SOURCE_ROOT
 
 
 def run_example(example: str, args: list[str], cwd: Path) -> tuple[int, list[str]]:
     """Exit status and non-empty output lines (stdout and stderr together) of
     ``python -m <package>.<example> ARGS``, with this source tree importable."""
-    path = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-m", f"{PACKAGE}.{example}", *args],
         cwd=cwd,

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from ...ppo.__main__ import main
-from ..command_line import run_example
+from ..helpers.command_line import run_example
+from ..helpers.paths import CONFIGS
 
-CONFIG = Path(__file__).resolve().parents[4] / "configs" / "ppo.yaml"
+CONFIG = CONFIGS / "ppo.yaml"
 
 # env id: the pattern of the one line that refuses it
 ROWS = {

@@ -25,7 +25,7 @@ import torch
 
 from .annotation_reading import allowed, axes, is_array, members, satisfied
 
-PACKAGE = __name__.rsplit(".", 2)[0]
+PACKAGE = __name__.split(".")[0]
 SIZES: dict[str, tuple[int, tuple[int, ...]]] = {"ones": (1, ()), "base": (3, (2,))}
 """Valid cases: (size of every named axis, shape of every variadic group). One size for all
 named axes lets a module be built to match (its feature count is an axis too); ``ones`` is

@@ -21,9 +21,9 @@ import torch
 from ...metrics import mean_absolute_error, r2_score
 from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
+from ..helpers.paths import SOURCE_ROOT
 
 PACKAGE = __name__.partition(".")[0]
-SOURCE_ROOT = Path(__file__).resolve().parents[3]  # the folder that holds the package
 DATA = ["--data.synthetic_samples=2045", "--data.batch_size=128"]  # 409 validation rows
 MODEL = ["--model.hidden_sizes=[64, 64]", "--model.learning_rate=0.02"]
 QUIET = [

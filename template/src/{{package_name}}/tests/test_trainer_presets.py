@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[3]
-PRESETS = sorted((ROOT / "configs" / "trainer").glob("*.yaml"))
-SBATCH = ROOT / "slurm" / "train.sbatch"
-PACKAGE = __name__.split(".")[0]
+from .helpers.paths import CONFIGS, PACKAGE, PROJECT_ROOT, SLURM
+
+PRESETS = sorted((CONFIGS / "trainer").glob("*.yaml"))
+SBATCH = SLURM / "train.sbatch"
 EXAMPLES = [name for name in ("regression", "ppo") if importlib.util.find_spec(f"{PACKAGE}.{name}")]
 
 
@@ -43,7 +43,7 @@ def test_every_preset_is_here() -> None:
 def test_preset_sets_the_trainer_and_keeps_the_example(
     capsys: pytest.CaptureFixture[str], example: str, preset: Path
 ) -> None:
-    config_path = ROOT / "configs" / f"{example}.yaml"
+    config_path = CONFIGS / f"{example}.yaml"
     printed = _printed_config(
         capsys, example, ["fit", "--config", str(config_path), "--trainer", str(preset)]
     )
@@ -72,7 +72,7 @@ def test_sbatch_command_parses_with_slurm_sizes(
     assert words[:3] == ["srun", "python", "-m"]
     package, example = words[3].split(".")
     assert package == PACKAGE and example in EXAMPLES
-    monkeypatch.chdir(ROOT)  # the script runs from the project root
+    monkeypatch.chdir(PROJECT_ROOT)  # the script runs from the project root
     printed = _printed_config(capsys, example, words[4:])
     assert printed["trainer"]["num_nodes"] == 3
     assert str(printed["trainer"]["devices"]) == "2"  # Lightning reads "2" as two devices

@@ -16,9 +16,9 @@ import torch
 
 from ...ppo import PPOModule
 from ...ppo.__main__ import main
+from ..helpers.paths import SOURCE_ROOT
 
 PACKAGE = __name__.partition(".")[0]
-SOURCE_ROOT = Path(__file__).resolve().parents[3]  # the folder that holds the package
 ROLLOUT = 4 * 32  # env steps of one process's rollout
 TINY = [
     "--model.num_envs=4",

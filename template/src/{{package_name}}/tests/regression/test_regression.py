@@ -11,8 +11,9 @@ from jaxtyping import TypeCheckError
 
 from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
+from ..helpers.paths import CONFIGS
 
-CONFIG = Path(__file__).resolve().parents[4] / "configs" / "regression.yaml"
+CONFIG = CONFIGS / "regression.yaml"
 QUICK = [
     "--trainer.max_epochs=2",
     "--trainer.limit_train_batches=3",

@@ -19,8 +19,8 @@ from ...ppo.agent import ActorCritic
 from ...ppo.envs import make_vector_env
 from ...ppo.rollout import RolloutCollector
 from ...shapes import checks_disabled
+from ..helpers.paths import CONFIGS
 
-CONFIGS = Path(__file__).resolve().parents[4] / "configs"
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
 
 

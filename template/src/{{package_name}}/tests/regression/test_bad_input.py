@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from ...regression.__main__ import main
-from ..command_line import run_example
+from ..helpers.command_line import run_example
+from ..helpers.paths import CONFIGS
 
-CONFIG = Path(__file__).resolve().parents[4] / "configs" / "regression.yaml"
+CONFIG = CONFIGS / "regression.yaml"
 CSV = ["--data.csv_path={dir}/t.csv", "--data.target=y"]
 
 # row: (contents of {dir}/t.csv or None for no file, extra flags, the last line's pattern)
