@@ -1,7 +1,7 @@
 """Losses whose prediction and target must carry the same named shape.
 
 ``F.mse_loss`` given ``(N,)`` and ``(N, 1)`` warns, broadcasts to ``(N, N)`` and trains the
-model to predict ``mean(y)``. Here both arguments are ``Float[Tensor, "batch *rest"]``, so
+model to predict ``mean(y)``. Here both arguments are ``Float[Tensor, " batch *rest"]``, so
 the same mistake raises at the call and names the argument and both shapes.
 
 Copy-paste: this file imports only third-party packages and ``shapes``.
@@ -15,7 +15,7 @@ from .shapes import Bool, Float, Int, Scalar, Tensor, typechecked
 
 @typechecked
 def mse_loss(
-    prediction: Float[Tensor, "batch *rest"], target: Float[Tensor, "batch *rest"]
+    prediction: Float[Tensor, " batch *rest"], target: Float[Tensor, " batch *rest"]
 ) -> Scalar:
     """Mean squared error over every element."""
     return F.mse_loss(prediction, target)
@@ -23,7 +23,7 @@ def mse_loss(
 
 @typechecked
 def l1_loss(
-    prediction: Float[Tensor, "batch *rest"], target: Float[Tensor, "batch *rest"]
+    prediction: Float[Tensor, " batch *rest"], target: Float[Tensor, " batch *rest"]
 ) -> Scalar:
     """Mean absolute error over every element."""
     return F.l1_loss(prediction, target)
@@ -31,8 +31,8 @@ def l1_loss(
 
 @typechecked
 def huber_loss(
-    prediction: Float[Tensor, "batch *rest"],
-    target: Float[Tensor, "batch *rest"],
+    prediction: Float[Tensor, " batch *rest"],
+    target: Float[Tensor, " batch *rest"],
     delta: float = 1.0,
 ) -> Scalar:
     """Squared error below ``delta``, linear above: robust to outlying targets."""
@@ -41,9 +41,9 @@ def huber_loss(
 
 @typechecked
 def gaussian_nll_loss(
-    mean: Float[Tensor, "batch *rest"],
-    variance: Float[Tensor, "batch *rest"],
-    target: Float[Tensor, "batch *rest"],
+    mean: Float[Tensor, " batch *rest"],
+    variance: Float[Tensor, " batch *rest"],
+    target: Float[Tensor, " batch *rest"],
     eps: float = 1e-6,
 ) -> Scalar:
     """Negative log-likelihood of ``target`` under a Gaussian with a predicted variance.
@@ -56,7 +56,7 @@ def gaussian_nll_loss(
 
 @typechecked
 def bce_with_logits_loss(
-    logits: Float[Tensor, "batch *rest"], target: Float[Tensor, "batch *rest"]
+    logits: Float[Tensor, " batch *rest"], target: Float[Tensor, " batch *rest"]
 ) -> Scalar:
     """Binary cross-entropy on raw logits; ``target`` holds probabilities in [0, 1]."""
     return F.binary_cross_entropy_with_logits(logits, target)
@@ -64,14 +64,16 @@ def bce_with_logits_loss(
 
 @typechecked
 def cross_entropy_loss(
-    logits: Float[Tensor, "batch class"], target: Int[Tensor, "batch"]
+    logits: Float[Tensor, "batch class"], target: Int[Tensor, " batch"]
 ) -> Scalar:
     """Cross-entropy of integer class labels under unnormalised ``logits``."""
     return F.cross_entropy(logits, target)
 
 
 @typechecked
-def masked_mean(values: Float[Tensor, "batch *rest"], mask: Bool[Tensor, "batch *rest"]) -> Scalar:
+def masked_mean(
+    values: Float[Tensor, " batch *rest"], mask: Bool[Tensor, " batch *rest"]
+) -> Scalar:
     """Mean of ``values`` where ``mask`` is true; zero when nothing is selected.
 
     The mask must have the values' exact shape: a ``(batch, 1)`` mask against

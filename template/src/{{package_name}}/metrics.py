@@ -9,7 +9,7 @@ from .shapes import Float, Scalar, Tensor, typechecked
 
 
 @typechecked
-def r2_score(prediction: Float[Tensor, "batch"], target: Float[Tensor, "batch"]) -> Scalar:
+def r2_score(prediction: Float[Tensor, " batch"], target: Float[Tensor, " batch"]) -> Scalar:
     """Coefficient of determination: 1 is perfect, 0 is no better than predicting the mean.
 
     Undefined (NaN) for a constant target, rather than a huge number that looks like a score.
@@ -21,7 +21,7 @@ def r2_score(prediction: Float[Tensor, "batch"], target: Float[Tensor, "batch"])
 
 @typechecked
 def mean_absolute_error(
-    prediction: Float[Tensor, "batch"], target: Float[Tensor, "batch"]
+    prediction: Float[Tensor, " batch"], target: Float[Tensor, " batch"]
 ) -> Scalar:
     """Mean of ``|prediction - target|``, in the target's units."""
     return torch.mean(torch.abs(prediction - target))

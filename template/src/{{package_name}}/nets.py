@@ -78,5 +78,5 @@ class ScalarMLP(MLP):
         super().__init__(in_features, 1, hidden_sizes, activation, output_gain)
 
     @typechecked
-    def forward(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, "batch"]:
+    def forward(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, " batch"]:
         return rearrange(self.layers(x), "batch 1 -> batch")

@@ -42,7 +42,7 @@ def gae(
 
 
 @typechecked
-def normalize_advantages(advantages: Float[Tensor, "batch"]) -> Float[Tensor, "batch"]:
+def normalize_advantages(advantages: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
     """Zero mean and unit standard deviation over the minibatch; zero for a single element."""
     centred = advantages - advantages.mean()
     if advantages.numel() < 2:
@@ -52,9 +52,9 @@ def normalize_advantages(advantages: Float[Tensor, "batch"]) -> Float[Tensor, "b
 
 @typechecked
 def clipped_surrogate_loss(
-    log_prob: Float[Tensor, "batch"],
-    old_log_prob: Float[Tensor, "batch"],
-    advantages: Float[Tensor, "batch"],
+    log_prob: Float[Tensor, " batch"],
+    old_log_prob: Float[Tensor, " batch"],
+    advantages: Float[Tensor, " batch"],
     clip_coef: float,
 ) -> Scalar:
     """PPO's policy loss: the mean of ``max(-A * ratio, -A * clip(ratio, 1 - c, 1 + c))``."""
@@ -66,9 +66,9 @@ def clipped_surrogate_loss(
 
 @typechecked
 def value_loss(
-    values: Float[Tensor, "batch"],
-    old_values: Float[Tensor, "batch"],
-    returns: Float[Tensor, "batch"],
+    values: Float[Tensor, " batch"],
+    old_values: Float[Tensor, " batch"],
+    returns: Float[Tensor, " batch"],
     clip_coef: float | None,
 ) -> Scalar:
     """Squared error of the critic, or with ``clip_coef`` the larger of the unclipped and
@@ -83,13 +83,13 @@ def value_loss(
 
 
 @typechecked
-def entropy_bonus(entropy: Float[Tensor, "batch"]) -> Scalar:
+def entropy_bonus(entropy: Float[Tensor, " batch"]) -> Scalar:
     """Mean policy entropy; subtract ``coef * entropy_bonus`` from the loss to explore."""
     return entropy.mean()
 
 
 @typechecked
-def approx_kl(log_prob: Float[Tensor, "batch"], old_log_prob: Float[Tensor, "batch"]) -> Scalar:
+def approx_kl(log_prob: Float[Tensor, " batch"], old_log_prob: Float[Tensor, " batch"]) -> Scalar:
     """Low-variance, non-negative estimate of KL(old || new): mean of ``(r - 1) - log r``."""
     log_ratio = log_prob - old_log_prob
     return (torch.exp(log_ratio) - 1.0 - log_ratio).mean()
@@ -97,7 +97,7 @@ def approx_kl(log_prob: Float[Tensor, "batch"], old_log_prob: Float[Tensor, "bat
 
 @typechecked
 def clip_fraction(
-    log_prob: Float[Tensor, "batch"], old_log_prob: Float[Tensor, "batch"], clip_coef: float
+    log_prob: Float[Tensor, " batch"], old_log_prob: Float[Tensor, " batch"], clip_coef: float
 ) -> Scalar:
     """Share of samples whose probability ratio left ``[1 - c, 1 + c]``."""
     ratio = torch.exp(log_prob - old_log_prob)
@@ -105,6 +105,8 @@ def clip_fraction(
 
 
 @typechecked
-def reinforce_loss(log_prob: Float[Tensor, "batch"], advantages: Float[Tensor, "batch"]) -> Scalar:
+def reinforce_loss(
+    log_prob: Float[Tensor, " batch"], advantages: Float[Tensor, " batch"]
+) -> Scalar:
     """Vanilla policy gradient: ``-mean(log_prob * A)``, advantages treated as constants."""
     return -(log_prob * advantages.detach()).mean()

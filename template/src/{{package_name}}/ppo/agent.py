@@ -18,7 +18,7 @@ from torch.distributions import Categorical, Distribution, Independent, Normal
 from ..nets import MLP, ScalarMLP
 from ..shapes import Float, Int, Tensor, compiled, typechecked
 
-Action = Int[Tensor, "batch"] | Float[Tensor, "batch action"]
+Action = Int[Tensor, " batch"] | Float[Tensor, "batch action"]
 
 
 class ActorCritic(nn.Module):
@@ -52,7 +52,9 @@ class ActorCritic(nn.Module):
     ) -> Float[Tensor, "batch out"]:
         return (self._compiled[0] if self._compiled else self.actor)(observation)
 
-    def _critic_output(self, observation: Float[Tensor, "batch feature"]) -> Float[Tensor, "batch"]:
+    def _critic_output(
+        self, observation: Float[Tensor, "batch feature"]
+    ) -> Float[Tensor, " batch"]:
         return (self._compiled[1] if self._compiled else self.critic)(observation)
 
     def _distribution(self, observation: Float[Tensor, "batch feature"]) -> Distribution:
@@ -63,7 +65,7 @@ class ActorCritic(nn.Module):
         return Independent(Normal(out, std, validate_args=False), 1, validate_args=False)
 
     @typechecked
-    def value(self, observation: Float[Tensor, "batch feature"]) -> Float[Tensor, "batch"]:
+    def value(self, observation: Float[Tensor, "batch feature"]) -> Float[Tensor, " batch"]:
         return self._critic_output(observation)
 
     @typechecked
@@ -80,7 +82,7 @@ class ActorCritic(nn.Module):
     @typechecked
     def evaluate(
         self, observation: Float[Tensor, "batch feature"], action: Action
-    ) -> tuple[Float[Tensor, "batch"], Float[Tensor, "batch"], Float[Tensor, "batch"]]:
+    ) -> tuple[Float[Tensor, " batch"], Float[Tensor, " batch"], Float[Tensor, " batch"]]:
         """Log-probability and entropy of given actions under the current policy, and the
         current value of each observation."""
         distribution = self._distribution(observation)

@@ -21,7 +21,7 @@ from ..shapes import Float, Tensor
 @dataclass(frozen=True)
 class NumericTable:
     features: Float[Tensor, "batch feature"]
-    target: Float[Tensor, "batch"]
+    target: Float[Tensor, " batch"]
     feature_names: list[str]
     skipped_columns: list[str]
 

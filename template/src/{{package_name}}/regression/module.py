@@ -19,7 +19,7 @@ from ..metrics import mean_absolute_error, r2_score
 from ..nets import Activation, ScalarMLP
 from ..shapes import Float, Tensor, compiled, typechecked
 
-Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, "batch"]]
+Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, " batch"]]
 
 
 class RegressionModule(L.LightningModule):
@@ -62,13 +62,15 @@ class RegressionModule(L.LightningModule):
         self._val_targets: list[Tensor] = []
 
     @typechecked
-    def forward(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, "batch"]:
+    def forward(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, " batch"]:
         return self._standardised_prediction(x) * self.target_std + self.target_mean
 
-    def _standardised_prediction(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, "batch"]:
+    def _standardised_prediction(
+        self, x: Float[Tensor, "batch feature"]
+    ) -> Float[Tensor, " batch"]:
         return (self._compiled_net or self.net)(x)
 
-    def _standardise(self, y: Float[Tensor, "batch"]) -> Float[Tensor, "batch"]:
+    def _standardise(self, y: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
         return (y - self.target_mean) / self.target_std
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
@@ -97,7 +99,7 @@ class RegressionModule(L.LightningModule):
         self.log("val_r2", r2_score(prediction, target), sync_dist=True)
         self.log("val_mae", mean_absolute_error(prediction, target), sync_dist=True)
 
-    def _gather(self, values: Float[Tensor, "batch"]) -> Float[Tensor, "batch"]:
+    def _gather(self, values: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
         """Every process's rows in the split's order, without the sampler's padding.
 
         A ``DistributedSampler`` without shuffling gives process ``r`` the rows

@@ -7,7 +7,7 @@ from ..shapes import Float, Tensor
 
 def make_synthetic_regression(
     num_samples: int, num_features: int = 8, noise_std: float = 0.1, seed: int = 0
-) -> tuple[Float[Tensor, "batch feature"], Float[Tensor, "batch"]]:
+) -> tuple[Float[Tensor, "batch feature"], Float[Tensor, " batch"]]:
     """Gaussian inputs and a smooth target built from the first five of them.
 
     The target mixes a sine, a product, a square and a saturation, so a linear model stays

@@ -89,9 +89,9 @@ def test_a_class_the_rule_cannot_build_fails_naming_the_table() -> None:
 
 
 READ_ANNOTATIONS = {
-    "rows": Float[Tensor, "batch *rest"],
+    "rows": Float[Tensor, " batch *rest"],
     "matrix": Float[Tensor, "batch feature"],
-    "action": Int[Tensor, "batch"] | Float[Tensor, "batch action"],
+    "action": Int[Tensor, " batch"] | Float[Tensor, "batch action"],
     "scalar": Float[Tensor, ""],
     "anonymous": Float[Tensor, "_ ... 2"],
 }

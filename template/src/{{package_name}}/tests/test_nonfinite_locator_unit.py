@@ -17,7 +17,7 @@ from ..guards import NonFiniteError, NonFiniteLocator
 from ..losses import mse_loss
 from ..shapes import Float, Scalar, Tensor
 
-Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, "batch"]]
+Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, " batch"]]
 ROWS, BATCH = 64, 16  # four steps per epoch
 
 

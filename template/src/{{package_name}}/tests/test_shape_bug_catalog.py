@@ -31,8 +31,8 @@ def _surrogate(log_ratio, advantages):
 
 @typechecked
 def _log_likelihood(
-    mean: Float[Tensor, "batch"], action: Float[Tensor, "batch"]
-) -> Float[Tensor, "batch"]:
+    mean: Float[Tensor, " batch"], action: Float[Tensor, " batch"]
+) -> Float[Tensor, " batch"]:
     """One log-probability per row: the annotation the seed's ``Normal`` bug violates."""
     return Normal(mean, 1.0).log_prob(action)
 

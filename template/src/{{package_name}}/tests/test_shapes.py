@@ -11,7 +11,7 @@ from ..shapes import Float, Tensor, checks_disabled, compiled, typechecked
 
 
 @typechecked
-def _first_rows(x: Float[Tensor, "batch"], rows: float) -> Float[Tensor, "batch"]:
+def _first_rows(x: Float[Tensor, " batch"], rows: float) -> Float[Tensor, " batch"]:
     """Returns fewer rows than it gets when ``rows`` is short: a result whose shape the
     arguments' signature (a float is remembered by type only) does not predict."""
     return x[: int(rows)]
@@ -40,7 +40,7 @@ def test_a_new_result_shape_is_checked_without_running_twice() -> None:
     calls = []
 
     @typechecked
-    def rows_where(x: Float[Tensor, "batch"], limit: float) -> Float[Tensor, " selected"]:
+    def rows_where(x: Float[Tensor, " batch"], limit: float) -> Float[Tensor, " selected"]:
         calls.append(1)
         return x[x < limit]
 
@@ -59,7 +59,7 @@ class _Columns(torch.nn.Module):
         self.columns = columns
 
     @typechecked
-    def forward(self, x: Float[Tensor, "batch {self.columns}"]) -> Float[Tensor, "batch"]:
+    def forward(self, x: Float[Tensor, "batch {self.columns}"]) -> Float[Tensor, " batch"]:
         return x.sum(dim=-1)
 
 
@@ -84,7 +84,7 @@ def test_a_remembered_signature_runs_the_function_once() -> None:
     calls = []
 
     @typechecked
-    def double(x: Float[Tensor, "batch"]) -> Float[Tensor, "batch"]:
+    def double(x: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
         calls.append(1)
         return 2 * x
 
