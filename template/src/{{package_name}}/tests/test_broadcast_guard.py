@@ -1,6 +1,8 @@
 """BroadcastGuard: every way of stretching both operands raises at the caller's line; every
 one-sided broadcast, outer product and optimizer step passes."""
 
+import ast
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..guards import BroadcastError, BroadcastGuard, BroadcastGuardCallback
+from ..guards import BroadcastError, BroadcastGuard, BroadcastGuardCallback, broadcast
 
 N = 5
 COLUMN, ROW, FLAT = torch.randn(N, 1), torch.randn(1, N), torch.randn(N)
@@ -161,3 +163,15 @@ def test_callback_is_removed_after_its_steps() -> None:
     _fit(_Broadcaster(clean_steps=2), callback)
     assert callback.guarded == 2
     assert not torch.overrides._get_current_function_mode_stack()
+
+
+def test_broadcast_module_imports_only_torch_and_the_standard_library() -> None:
+    """``guards/broadcast.py`` is meant to be copied into plain PyTorch code as it is."""
+    imported = []
+    for node in ast.walk(ast.parse(Path(str(broadcast.__file__)).read_text())):
+        if isinstance(node, ast.Import):
+            imported += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            imported.append("." * node.level + (node.module or ""))
+    allowed = {"torch", *sys.stdlib_module_names}
+    assert imported and all(name.split(".")[0] in allowed for name in imported), imported
