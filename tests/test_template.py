@@ -126,8 +126,10 @@ def test_gymnasium_is_a_dependency_only_with_ppo(tmp_path: Path) -> None:
     assert not (without / "configs" / "ppo.yaml").exists()
 
 
-def test_copier_update_runs_on_a_rendered_project(tmp_path: Path) -> None:
-    project = render(tmp_path / "p", {"include_regression": False, "include_ppo": False})
+def test_copier_update_runs_on_a_rendered_project(template_snapshot: Path, tmp_path: Path) -> None:
+    project = render(
+        tmp_path / "p", {"include_regression": False, "include_ppo": False}, template_snapshot
+    )
     for command in (
         ["git", "init", "-q"],
         ["git", "add", "-A"],

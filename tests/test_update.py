@@ -1,35 +1,21 @@
 """`copier update` moves a project from one template tag to the next and keeps its edits.
 
-A throwaway copy of this repository (uncommitted changes included) is tagged v1; the
-template then changes and is tagged v2. A project rendered from v1 and edited by its user
-is updated to v2: the template's changes arrive, the user's edits stay, and where both
-changed the same line the file shows both, as Git-style markers (Copier's default), or
-takes the template's line and leaves the user's in a ``.rej`` file.
+A clone of the committed snapshot of this checkout (uncommitted changes included) is
+tagged v1; the template then changes and is tagged v2. A project rendered from v1 and
+edited by its user is updated to v2: the template's changes arrive, the user's edits stay,
+and where both changed the same line the file shows both, as Git-style markers (Copier's
+default), or takes the template's line and leaves the user's in a ``.rej`` file.
 """
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Literal
 
 import copier
 import pytest
-from conftest import ROOT
+from conftest import commit_all, git
 
 DATA = {"include_regression": False, "include_ppo": False}  # the quickest render
-GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 V2_SECTION = "## Changes in template v2"
-
-
-def _git(cwd: Path, *args: str) -> str:
-    done = subprocess.run([*GIT, *args], cwd=cwd, capture_output=True, text=True)
-    assert done.returncode == 0, f"git {args}: {done.stderr}"
-    return done.stdout
-
-
-def _commit(repo: Path, message: str) -> None:
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", message)
 
 
 def _append(path: Path, text: str) -> None:
@@ -42,24 +28,18 @@ def _replace_first_line(path: Path, line: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def template_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def template_repo(template_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This repository's files at tag v1, then a changed template at tag v2."""
     repo = tmp_path_factory.mktemp("template") / "repo"
-    listed = _git(ROOT, "ls-files", "--cached", "--others", "--exclude-standard", "-z")
-    for name in filter(None, listed.split("\0")):
-        if (ROOT / name).is_file():  # a tracked file deleted in the working tree is left out
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, repo / name)
-    _git(repo, "init", "-q")
-    _commit(repo, "template v1")
-    _git(repo, "tag", "v1")
+    git(template_snapshot, "clone", "-q", str(template_snapshot), str(repo))
+    git(repo, "tag", "v1")
 
     readme = repo / "template" / "README.md.jinja"
     _replace_first_line(readme, "# {{ project_name }}, from template v2")
     _append(readme, f"\n{V2_SECTION}\n\nA section that v1 did not have.\n")
     (repo / "template" / "CHANGELOG.md").write_text("# Changelog\n\n- v2: a changelog.\n")
-    _commit(repo, "template v2")
-    _git(repo, "tag", "v2")
+    commit_all(repo, "template v2")
+    git(repo, "tag", "v2")
     return repo
 
 
@@ -67,8 +47,8 @@ def _project_from_v1(template_repo: Path, destination: Path) -> Path:
     copier.run_copy(
         str(template_repo), destination, data=DATA, defaults=True, vcs_ref="v1", quiet=True
     )
-    _git(destination, "init", "-q")
-    _commit(destination, "project from template v1")
+    git(destination, "init", "-q")
+    commit_all(destination, "project from template v1")
     return destination
 
 
@@ -90,7 +70,7 @@ def test_update_brings_template_changes_and_keeps_user_edits(
     project = _project_from_v1(template_repo, tmp_path / "project")
     _append(project / ".gitignore", "my-data/\n")
     (project / "src" / "my_project" / "my_loss.py").write_text('"""The user\'s own."""\n')
-    _commit(project, "user edits")
+    commit_all(project, "user edits")
 
     _update_to_v2(project)
 
@@ -101,7 +81,7 @@ def test_update_brings_template_changes_and_keeps_user_edits(
     assert (project / ".gitignore").read_text().endswith("lightning_logs/\nmy-data/\n")
     assert (project / "src" / "my_project" / "my_loss.py").is_file()
     assert "_commit: v2" in (project / ".copier-answers.yml").read_text()
-    assert _git(project, "ls-files", "--unmerged") == ""
+    assert git(project, "ls-files", "--unmerged") == ""
 
 
 def test_conflicting_line_is_marked_inline_and_unmerged(
@@ -109,7 +89,7 @@ def test_conflicting_line_is_marked_inline_and_unmerged(
 ) -> None:
     project = _project_from_v1(template_repo, tmp_path / "project")
     _replace_first_line(project / "README.md", "# My Project, the user's title")
-    _commit(project, "user edits the title")
+    commit_all(project, "user edits the title")
 
     _update_to_v2(project)
 
@@ -120,7 +100,7 @@ def test_conflicting_line_is_marked_inline_and_unmerged(
     )
     assert readme.startswith(expected), readme[:300]
     assert V2_SECTION in readme  # the lines nobody else changed merge cleanly
-    assert "README.md" in _git(project, "diff", "--name-only", "--diff-filter=U")
+    assert "README.md" in git(project, "diff", "--name-only", "--diff-filter=U")
 
 
 def test_conflicting_line_goes_to_a_rej_file_on_request(
@@ -128,7 +108,7 @@ def test_conflicting_line_goes_to_a_rej_file_on_request(
 ) -> None:
     project = _project_from_v1(template_repo, tmp_path / "project")
     _replace_first_line(project / "README.md", "# My Project, the user's title")
-    _commit(project, "user edits the title")
+    commit_all(project, "user edits the title")
 
     _update_to_v2(project, conflict="rej")
 
