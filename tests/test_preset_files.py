@@ -2,7 +2,8 @@
 
 The lists are written by hand, so a file that a preset gains or loses shows up in review
 as a change to this file, not in a snapshot regenerated from whatever the template renders.
-What a preset leaves out is decided in copier.yml's ``_exclude``; this file is its check.
+What a preset leaves out is decided in copier.yml's ``_exclude``; this file is its check,
+and it also refuses an excluded folder left behind empty.
 A project made from the template and committed, as users do, loses the PPO files when an
 update turns ``include_ppo`` off and gains them when it turns it on.
 """
@@ -115,31 +116,35 @@ EXPECTED = {
 }
 
 
-def _files(project: Path) -> list[str]:
-    """The project's files as POSIX paths relative to it, leaving out the user's ``.git``."""
-    paths = (path.relative_to(project) for path in project.rglob("*") if path.is_file())
-    return [path.as_posix() for path in paths if path.parts[0] != ".git"]
+def _paths(project: Path) -> list[Path]:
+    """Everything in the project, relative to it, leaving out the user's ``.git``."""
+    paths = (path.relative_to(project) for path in project.rglob("*"))
+    return [path for path in paths if path.parts[0] != ".git"]
 
 
-def _difference(expected: list[str], rendered: list[str]) -> str:
-    """What a reader needs to fix the list or the template: missing and unexpected files."""
-    listed_twice = sorted({name for name in expected if expected.count(name) > 1})
-    missing = sorted(set(expected) - set(rendered))
-    unexpected = sorted(set(rendered) - set(expected))
-    sections = [
-        ("listed here twice", listed_twice),
-        ("missing (listed here, not rendered)", missing),
-        ("unexpected (rendered, not listed here)", unexpected),
-    ]
+def _difference(expected: list[str], project: Path) -> str:
+    """What a reader needs to fix the list or the template, or "" when they agree."""
+    rendered = [path.as_posix() for path in _paths(project) if (project / path).is_file()]
+    sections = {
+        "listed here twice": {name for name in expected if expected.count(name) > 1},
+        "missing (listed here, not rendered)": set(expected) - set(rendered),
+        "unexpected (rendered, not listed here)": set(rendered) - set(expected),
+        # An excluded folder must not be left behind empty.
+        "empty folders": {
+            path.as_posix()
+            for path in _paths(project)
+            if (project / path).is_dir() and not any((project / path).iterdir())
+        },
+    }
     return "\n".join(
-        f"{title}:\n" + "\n".join(f"  {name}" for name in names)
-        for title, names in sections
+        f"{title}:\n" + "\n".join(f"  {name}" for name in sorted(names))
+        for title, names in sections.items()
         if names
     )
 
 
 def _assert_files(project: Path, expected: list[str]) -> None:
-    difference = _difference(expected, _files(project))
+    difference = _difference(expected, project)
     if difference:
         pytest.fail(f"{project}\n{difference}", pytrace=False)
 
