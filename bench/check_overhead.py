@@ -4,10 +4,10 @@ Machine noise here is larger than the effect, so both designs pair the variants 
 - regression (default network, batch 256, one torch thread): one process per repeat trains
   42 epochs with checks on in even epochs and off in odd ones; seconds per training step
   (batch start to batch end) are the median over each variant's steps after epoch 2;
-- PPO (the example's defaults, which ``configs/ppo.yaml`` repeats, without periodic
-  evaluation): one process per repeat trains the whole budget with checks on in even
-  rollouts and off in odd ones; env steps per second are one rollout's steps over the
-  median seconds of each variant's collect-and-update cycles after the fourth.
+- PPO (``configs/ppo.yaml``'s model, without evaluation): one process per repeat trains
+  the whole budget with checks on in even rollouts and off in odd ones; env steps per
+  second are one rollout's steps over the median seconds of each variant's
+  collect-and-update cycles after the fourth.
 The switch is jaxtyping's own ``jaxtyping_disable``, the one ``JAXTYPING_DISABLE=1`` sets;
 flipping it in one process keeps both variants on the same machine state. The target is
 judged on the median over repeats of each repeat's on/off ratio (the paired estimate); the
@@ -84,8 +84,10 @@ def ppo_worker(package: str, root: str) -> dict:
     end to the next (the stream collects the next rollout in between)."""
     import jaxtyping
     import lightning as L
+    import yaml
 
     ppo = importlib.import_module(f"{package}.ppo.module")
+    tuned = yaml.safe_load(Path("configs/ppo.yaml").read_text())["model"]  # cwd: the project
 
     class AlternatingClock(L.Callback):
         def __init__(self) -> None:
@@ -101,7 +103,7 @@ def ppo_worker(package: str, root: str) -> dict:
             self.last = time.perf_counter()
 
     L.seed_everything(0, verbose=False)
-    model = ppo.PPOModule(eval_every_env_steps=0, eval_episodes=1)
+    model = ppo.PPOModule(**{**tuned, "eval_every_env_steps": 0})
     clock = AlternatingClock()
     trainer = L.Trainer(
         max_epochs=1,

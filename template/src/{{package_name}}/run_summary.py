@@ -1,9 +1,10 @@
 """A callback that ends every ``fit`` with a short printed summary and ``summary.json``.
 
 The JSON lands in the run's log directory beside the logger's files and the checkpoints,
-so a script can read a run's outcome without parsing logs. Under DDP only the first
-process writes it, but every process must reach ``on_fit_end``: the log directory is agreed
-on by a broadcast.
+so a script can read a run's outcome without parsing logs. Another callback adds its own
+keys with a ``summary_extras(trainer, pl_module)`` method that returns them (PPO's
+reporting does). Under DDP only the first process writes it, but every process must reach
+``on_fit_end``: the log directory is agreed on by a broadcast.
 """
 
 import json
@@ -48,9 +49,10 @@ class RunSummary(Callback):
         }
         if trainer.ckpt_path:
             summary["resumed_from"] = str(trainer.ckpt_path)
-        extras = getattr(pl_module, "summary_extras", None)
-        if callable(extras) and isinstance(values := extras(), dict):
-            summary.update(values)
+        for callback in trainer.callbacks:  # type: ignore[attr-defined]
+            extras = getattr(callback, "summary_extras", None)
+            if callable(extras) and isinstance(values := extras(trainer, pl_module), dict):
+                summary.update(values)
         checkpoint = trainer.checkpoint_callback
         if isinstance(checkpoint, ModelCheckpoint) and checkpoint.best_model_path:
             summary["best_checkpoint"] = checkpoint.best_model_path

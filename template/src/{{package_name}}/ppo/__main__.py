@@ -14,6 +14,7 @@ from ..cli import OneLineErrorParser, checkpoint_dir, processes_released
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
 from ..run_summary import RunSummary
 from .module import PPOModule
+from .reporting import PPOReporting
 
 # The rollout stream reports a length on purpose (it switches off prefetching), and
 # rollouts are collected in this process, so these two hints do not apply. Resuming within
@@ -54,6 +55,7 @@ def main(args: list[str] | None = None) -> PPOCLI:
                 "max_epochs": 1,
                 "callbacks": [
                     RunSummary(metrics=()),
+                    PPOReporting(),
                     BroadcastGuardCallback(steps=2),
                     NonFiniteLocator(),
                 ],

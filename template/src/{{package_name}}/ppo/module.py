@@ -3,26 +3,28 @@
 Each "batch" the Trainer sees is one fresh rollout: ``train_dataloader`` is a stream that
 collects it with the current policy and computes its advantages. ``training_step`` then
 reads like the algorithm: ``update_epochs`` passes of shuffled minibatches, each an
-optimizer step with global gradient-norm clipping, stopping early past ``target_kl``.
-Optimization is manual because one rollout feeds many optimizer steps; Lightning still
-owns devices, DDP (``manual_backward`` syncs gradients), checkpoints and logging.
+optimizer step on :func:`ppo_loss` with global gradient-norm clipping, stopping early past
+``target_kl``. Optimization is manual because one rollout feeds many optimizer steps;
+Lightning still owns devices, DDP (``manual_backward`` syncs gradients) and checkpoints.
 
 The stream has a length, so Lightning does not prefetch: a rollout is collected only after
 the previous update's last optimizer step, never with a stale policy.
 
-Per-rollout statistics go straight to the logger, once per rollout: a ``self.log`` per
-optimizer step would cost more than the step itself on a small MLP.
+This file is the algorithm only. What a run reports (per-rollout metrics, evaluations,
+timing, summary.json's PPO keys, ``episodes.csv``) is ``reporting.PPOReporting``, a
+callback that the command line installs; it reads the options it needs from the module.
+
+The class defaults are the common PPO defaults (Stable-Baselines3's); the tuning for each
+environment lives in its config, ``configs/ppo.yaml`` for CartPole-v1.
 
 Under DDP each process steps its own environments, seeded by its rank, and DDP averages
-the gradients; ``total_env_steps`` and every logged env-step count are the whole run's.
-A checkpoint carries the rollouts done, so a resumed run continues the budget and the
+the gradients; ``total_env_steps`` and every env-step count are the whole run's. A
+checkpoint carries the rollouts done, so a resumed run continues the budget and the
 learning-rate and clip schedules where they stopped; the environments restart.
 """
 
 import os
-import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import lightning as L
 import torch
@@ -37,16 +39,46 @@ from ..policy_gradient import (
     normalize_advantages,
     value_loss,
 )
-from ..shapes import Tensor
+from ..shapes import Float, Scalar, Tensor, typechecked
 from .agent import ActorCritic
 from .envs import Vectorization, make_vector_env
-from .evaluate import evaluate
-from .rollout import RolloutCollector
-from .solved import first_solved
+from .rollout import RolloutCollector, Samples
 
-Samples = dict[str, Tensor]
 STATISTICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+"""What each row of :func:`ppo_loss`'s statistics is, and the name it is logged under."""
 APPROX_KL = STATISTICS.index("approx_kl")
+
+
+@typechecked
+def ppo_loss(
+    agent: ActorCritic,
+    minibatch: Samples,
+    clip_coef: float,
+    value_clip_coef: float | None,
+    value_coef: float,
+    entropy_coef: float,
+    norm_advantages: bool,
+) -> tuple[Scalar, Float[Tensor, " statistic"]]:
+    """PPO's loss on one minibatch, and its statistics (see ``STATISTICS``).
+
+    Every field of ``minibatch`` goes through a typed call here (the agent's ``evaluate``,
+    then the objectives), so a field of the wrong shape raises even in a record changed
+    after it was built.
+    """
+    log_prob, entropy, values = agent.evaluate(minibatch.observations, minibatch.actions)
+    advantages = minibatch.advantages
+    if norm_advantages:
+        advantages = normalize_advantages(advantages)
+    old_log_prob = minibatch.old_log_prob
+    policy_loss = clipped_surrogate_loss(log_prob, old_log_prob, advantages, clip_coef)
+    critic_loss = value_loss(values, minibatch.old_values, minibatch.returns, value_clip_coef)
+    entropy_mean = entropy_bonus(entropy)
+    loss = policy_loss + value_coef * critic_loss - entropy_coef * entropy_mean
+    with torch.no_grad():
+        kl = approx_kl(log_prob, old_log_prob)
+        clipped = clip_fraction(log_prob, old_log_prob, clip_coef)
+        statistics = torch.stack([policy_loss, critic_loss, entropy_mean, kl, clipped])
+    return loss, statistics
 
 
 class _RolloutStream(IterableDataset):
@@ -66,16 +98,16 @@ class PPOModule(L.LightningModule):
     def __init__(
         self,
         env_id: str = "CartPole-v1",
-        num_envs: int = 16,
+        num_envs: int = 1,
         vectorization: Vectorization = "sync",
-        num_steps: int = 64,
-        total_env_steps: int = 60_000,
-        learning_rate: float = 2e-3,
-        anneal_lr: bool = True,
-        gamma: float = 0.98,
-        gae_lambda: float = 0.8,
-        update_epochs: int = 30,
-        num_minibatches: int = 1,
+        num_steps: int = 2048,
+        total_env_steps: int = 1_000_000,
+        learning_rate: float = 3e-4,
+        anneal_lr: bool = False,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        update_epochs: int = 10,
+        num_minibatches: int = 32,
         norm_advantages: bool = True,
         clip_coef: float = 0.2,
         anneal_clip: bool = False,
@@ -88,6 +120,7 @@ class PPOModule(L.LightningModule):
         reward_scale: float = 1.0,
         eval_every_env_steps: int = 25_000,
         eval_episodes: int = 10,
+        solved_return: float | None = None,
         torch_threads: int | None = 1,
         compile: bool = False,
         compile_backend: str = "inductor",
@@ -105,7 +138,8 @@ class PPOModule(L.LightningModule):
             gamma: Discount factor.
             gae_lambda: GAE's bias-variance trade-off (1 = Monte Carlo returns).
             update_epochs: Passes over each rollout.
-            num_minibatches: Minibatches per pass.
+            num_minibatches: Minibatches per pass (the defaults' 2048-step rollout makes
+                minibatches of 64).
             norm_advantages: Normalise advantages within each minibatch.
             clip_coef: PPO's ratio clip.
             anneal_clip: Decay the ratio clip linearly to zero over the budget, as RL-Zoo does.
@@ -121,6 +155,9 @@ class PPOModule(L.LightningModule):
             reward_scale: Multiplies rewards for learning; logged returns stay unscaled.
             eval_every_env_steps: Deterministic evaluation interval (0: only at the end).
             eval_episodes: Episodes per evaluation.
+            solved_return: The return at which the environment counts as solved: summary.json's
+                ``steps_to_solved`` is the env step at which the mean of the last 20 training
+                episodes first reaches it; None for an environment without one.
             torch_threads: Intra-op threads for this process: one is fastest for small MLPs
                 on a CPU; None leaves PyTorch's default.
             compile: Run the actor and critic networks through ``torch.compile``; their
@@ -129,7 +166,32 @@ class PPOModule(L.LightningModule):
                 (quick to start, for tests).
         """
         super().__init__()
-        self.save_hyperparameters()
+        self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
+        # Each hyperparameter the module reads later, as a typed attribute.
+        self.env_id: str = env_id
+        self.num_envs: int = num_envs
+        self.vectorization: Vectorization = vectorization
+        self.num_steps: int = num_steps
+        self.total_env_steps: int = total_env_steps
+        self.learning_rate: float = learning_rate
+        self.anneal_lr: bool = anneal_lr
+        self.gamma: float = gamma
+        self.gae_lambda: float = gae_lambda
+        self.update_epochs: int = update_epochs
+        self.norm_advantages: bool = norm_advantages
+        self.clip_coef: float = clip_coef
+        self.anneal_clip: bool = anneal_clip
+        self.value_clip_coef: float | None = value_clip_coef
+        self.entropy_coef: float = entropy_coef
+        self.value_coef: float = value_coef
+        self.max_grad_norm: float = max_grad_norm
+        self.target_kl: float | None = target_kl
+        self.reward_scale: float = reward_scale
+        self.eval_every_env_steps: int = eval_every_env_steps
+        self.eval_episodes: int = eval_episodes
+        self.solved_return: float | None = solved_return
+        self.torch_threads: int | None = torch_threads
+
         self.automatic_optimization = False
         self.rollout_size = num_envs * num_steps
         if self.rollout_size % num_minibatches:
@@ -156,18 +218,15 @@ class PPOModule(L.LightningModule):
         if compile:
             self.agent.compile_networks(backend=compile_backend)
         self.collector: RolloutCollector | None = None
-        self.evaluations: list[tuple[int, float]] = []
-        self.last_eval_returns: list[float] = []
-        self.timing = {"update": 0.0, "evaluation": 0.0, "logging": 0.0}
 
     def setup(self, stage: str) -> None:
-        if self.hparams["torch_threads"]:
-            torch.set_num_threads(self.hparams["torch_threads"])
+        if self.torch_threads:
+            torch.set_num_threads(self.torch_threads)
 
     @property
     def num_rollouts(self) -> int:
         """Rollouts of each process: the budget split over every process's environments."""
-        return self.hparams["total_env_steps"] // (self.rollout_size * self.trainer.world_size)
+        return self.total_env_steps // (self.rollout_size * self.trainer.world_size)
 
     def on_fit_start(self) -> None:
         if self.trainer.max_epochs != 1:
@@ -182,7 +241,7 @@ class PPOModule(L.LightningModule):
             )
         if self.num_rollouts == 0:
             raise ValueError(
-                f"total_env_steps = {self.hparams['total_env_steps']} is less than one rollout "
+                f"total_env_steps = {self.total_env_steps} is less than one rollout "
                 f"on each of {self.trainer.world_size} processes"
             )
 
@@ -195,19 +254,18 @@ class PPOModule(L.LightningModule):
         Each process seeds its environments by its rank; under DDP it also reseeds its torch
         generator, so that the processes sample their actions independently.
         """
-        hp = self.hparams
         seed = int(os.environ.get("PL_GLOBAL_SEED", 0)) + 10_000 * self.global_rank
         processes = self.trainer.world_size
         if processes > 1:
             torch.manual_seed(seed)
-        envs = make_vector_env(hp["env_id"], hp["num_envs"], hp["vectorization"])
+        envs = make_vector_env(self.env_id, self.num_envs, self.vectorization)
         self.collector = collector = RolloutCollector(
             envs,
             self.agent,
-            hp["num_steps"],
-            hp["gamma"],
-            hp["gae_lambda"],
-            hp["reward_scale"],
+            self.num_steps,
+            self.gamma,
+            self.gae_lambda,
+            self.reward_scale,
             seed,
             processes=processes,
             env_steps=self.rollouts_done * self.rollout_size * processes,
@@ -218,63 +276,53 @@ class PPOModule(L.LightningModule):
         finally:
             envs.close()
 
-    def training_step(self, batch: Samples, batch_idx: int) -> None:
-        tick = time.perf_counter()
-        hp = self.hparams
+    def training_step(self, batch: Samples, batch_idx: int) -> dict[str, float]:
+        """Update on one rollout; returns its mean statistics and learning rate, which
+        callbacks receive as ``outputs``."""
         optimizer = self.optimizers()
         assert isinstance(optimizer, LightningOptimizer)
         remaining = 1.0 - self.rollouts_done / self.num_rollouts
-        if hp["anneal_lr"]:
+        if self.anneal_lr:
             for group in optimizer.param_groups:
-                group["lr"] = hp["learning_rate"] * remaining
-        clip_coef = hp["clip_coef"] * (remaining if hp["anneal_clip"] else 1.0)
+                group["lr"] = self.learning_rate * remaining
+        clip_coef = self.clip_coef * (remaining if self.anneal_clip else 1.0)
         statistics = []
-        for _ in range(hp["update_epochs"]):
+        for _ in range(self.update_epochs):
             for rows in torch.randperm(self.rollout_size).split(self.minibatch_size):
-                minibatch = {name: values[rows] for name, values in batch.items()}
-                loss, minibatch_statistics = self._loss(minibatch, clip_coef)
+                loss, minibatch_statistics = ppo_loss(
+                    self.agent,
+                    batch.select(rows),
+                    clip_coef,
+                    self.value_clip_coef,
+                    self.value_coef,
+                    self.entropy_coef,
+                    self.norm_advantages,
+                )
                 optimizer.zero_grad()
                 self.manual_backward(loss)
-                self.clip_gradients(optimizer.optimizer, gradient_clip_val=hp["max_grad_norm"])
+                self.clip_gradients(optimizer.optimizer, gradient_clip_val=self.max_grad_norm)
                 optimizer.step()
                 statistics.append(minibatch_statistics)
-            if hp["target_kl"] is not None:
+            if self.target_kl is not None:
                 # Every process must take the same number of steps (each backward is an
                 # all-reduce under DDP), so they decide on the KL averaged over processes.
                 kl = self.trainer.strategy.reduce(statistics[-1][APPROX_KL], reduce_op="mean")
-                if float(kl) > hp["target_kl"]:
+                if float(kl) > self.target_kl:
                     break
-        self.timing["update"] += time.perf_counter() - tick
         self.rollouts_done += 1
-        self._end_of_rollout(torch.stack(statistics).mean(dim=0), optimizer.param_groups[0]["lr"])
-
-    def _loss(self, batch: Samples, clip_coef: float) -> tuple[Tensor, Tensor]:
-        """PPO's loss on one minibatch, and its statistics (see ``STATISTICS``)."""
-        hp = self.hparams
-        log_prob, entropy, values = self.agent.evaluate(batch["observation"], batch["action"])
-        advantages = batch["advantage"]
-        if hp["norm_advantages"]:
-            advantages = normalize_advantages(advantages)
-        old_log_prob = batch["log_prob"]
-        policy_loss = clipped_surrogate_loss(log_prob, old_log_prob, advantages, clip_coef)
-        critic_loss = value_loss(values, batch["value"], batch["return"], hp["value_clip_coef"])
-        entropy_mean = entropy_bonus(entropy)
-        loss = policy_loss + hp["value_coef"] * critic_loss - hp["entropy_coef"] * entropy_mean
-        with torch.no_grad():
-            kl = approx_kl(log_prob, old_log_prob)
-            clipped = clip_fraction(log_prob, old_log_prob, clip_coef)
-            statistics = torch.stack([policy_loss, critic_loss, entropy_mean, kl, clipped])
-        return loss, statistics
+        means = torch.stack(statistics).mean(dim=0).tolist()
+        return dict(zip(STATISTICS, means, strict=True)) | {
+            "learning_rate": optimizer.param_groups[0]["lr"]
+        }
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=self.hparams["learning_rate"], eps=1e-5)
+        return torch.optim.Adam(self.parameters(), lr=self.learning_rate, eps=1e-5)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Resume the budget: Lightning restores the weights and the optimizer, this the
-        rollouts done (hence the env-step count and the schedules) and the evaluations."""
+        rollouts done (hence the env-step count and the schedules)."""
         state = checkpoint.get("ppo", {})
         self.rollouts_done = state.get("rollouts_done", 0)
-        self.evaluations = [tuple(pair) for pair in state.get("evaluations", [])]
         self.resumed_processes = state.get("processes")
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
@@ -282,92 +330,14 @@ class PPOModule(L.LightningModule):
             "rollouts_done": self.rollouts_done,
             "processes": self.trainer.world_size,
             "env_steps": self.rollouts_done * self.rollout_size * self.trainer.world_size,
-            "evaluations": self.evaluations,
         }
 
     def on_train_end(self) -> None:
-        """A last deterministic evaluation; every process's training episodes in a CSV
-        (``episodes.csv`` from the first, ``episodes_rank<N>.csv`` from the others)."""
-        log_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # collective
-        if self.collector is None:
-            return
-        if self.trainer.world_size > 1:
-            self._check_processes_agree()
-        env_steps = self.collector.env_steps
-        if not self.evaluations or self.evaluations[-1][0] != env_steps:
-            self._evaluate(env_steps)
-        log_dir.mkdir(parents=True, exist_ok=True)
-        name = f"episodes_rank{self.global_rank}.csv" if self.global_rank else "episodes.csv"
-        self.collector.episodes.write_csv(log_dir / name)
-
-    def _check_processes_agree(self) -> None:
         """Raise unless every process ends with the same parameters, as averaged gradients
         guarantee: a gradient that skipped DDP's all-reduce would part them silently."""
+        if self.collector is None or self.trainer.world_size == 1:
+            return
         gathered = self.all_gather(torch.nn.utils.parameters_to_vector(self.parameters()))
         assert isinstance(gathered, Tensor)
         if not all(torch.equal(gathered[0], row) for row in gathered):
             raise RuntimeError("the processes ended with different parameters")
-
-    def summary_extras(self) -> dict[str, object]:
-        """What ``RunSummary`` adds to summary.json for this module."""
-        collector = self.collector
-        if collector is None or not self.last_eval_returns:
-            return {}
-        env_steps = collector.env_steps
-        episodes = collector.episodes
-        solved = first_solved(episodes.returns, threshold=475.0, window=20)
-        elapsed = time.perf_counter() - collector.started
-        returns = self.last_eval_returns
-        return {
-            "eval_return_mean": sum(returns) / len(returns),
-            "eval_return_min": min(returns),
-            "eval_episodes": len(returns),
-            "env_steps": env_steps,
-            "env_steps_per_process": env_steps // self.trainer.world_size,
-            "training_episodes": len(episodes.returns),
-            "steps_to_475": None if solved is None else episodes.env_steps[solved],
-            "seconds_to_475": None if solved is None else round(episodes.seconds[solved], 3),
-            "env_steps_per_second": round((env_steps - collector.first_env_step) / elapsed, 1),
-            "time_breakdown_seconds": {
-                "env_step": round(collector.env_seconds, 3),
-                "policy": round(collector.policy_seconds, 3),
-                "update": round(self.timing["update"], 3),
-                "evaluation": round(self.timing["evaluation"], 3),
-                "logging": round(self.timing["logging"], 3),
-            },
-            "evaluations": self.evaluations,
-        }
-
-    def _evaluate(self, env_steps: int) -> float:
-        tick = time.perf_counter()
-        self.last_eval_returns = evaluate(
-            self.agent, self.hparams["env_id"], self.hparams["eval_episodes"], seed=10_000_000
-        )
-        mean = sum(self.last_eval_returns) / len(self.last_eval_returns)
-        self.evaluations.append((env_steps, mean))
-        if self.global_rank == 0:
-            print(f"env steps {env_steps}: deterministic eval return {mean:.1f}", flush=True)
-        self.timing["evaluation"] += time.perf_counter() - tick
-        return mean
-
-    def _end_of_rollout(self, statistics: Tensor, learning_rate: float) -> None:
-        collector = self.collector
-        assert collector is not None
-        world = self.trainer.world_size
-        env_steps = collector.env_steps
-        metrics: dict[str, float] = dict(zip(STATISTICS, statistics.tolist(), strict=True))
-        every = self.hparams["eval_every_env_steps"]
-        if every and env_steps // every > (env_steps - self.rollout_size * world) // every:
-            metrics["eval_return"] = self._evaluate(env_steps)
-        tick = time.perf_counter()
-        recent = collector.episodes.returns[-20:]
-        if recent:
-            lengths = collector.episodes.lengths[-20:]
-            metrics["episodic_return"] = sum(recent) / len(recent)
-            metrics["episodic_length"] = sum(lengths) / len(lengths)
-        metrics["learning_rate"] = learning_rate
-        elapsed = time.perf_counter() - collector.started
-        metrics["sps"] = (env_steps - collector.first_env_step) / elapsed
-        if self.logger is not None:
-            self.logger.log_metrics(metrics, step=env_steps)
-        self.timing["logging"] += time.perf_counter() - tick

@@ -51,13 +51,15 @@ class RegressionModule(L.LightningModule):
                 (quick to start, for tests).
         """
         super().__init__()
-        self.save_hyperparameters()
+        self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
+        # Each hyperparameter the module reads later, as a typed attribute.
+        self.learning_rate: float = learning_rate
+        self.weight_decay: float = weight_decay
+        self.target_mean: float = target_mean
+        self.target_std: float = target_std
+
         self.net = ScalarMLP(num_features, hidden_sizes, activation)
         self._compiled_net = compiled(self.net, backend=compile_backend) if compile else None
-        self.learning_rate = learning_rate
-        self.weight_decay = weight_decay
-        self.target_mean = target_mean
-        self.target_std = target_std
         self._val_predictions: list[Tensor] = []
         self._val_targets: list[Tensor] = []
 

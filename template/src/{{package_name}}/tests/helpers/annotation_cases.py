@@ -6,11 +6,15 @@ wraps (functions, methods, dataclasses), builds arguments that satisfy its annot
 for each tensor argument, arguments broken in one way. Whether a broken call really violates
 the annotations is decided by ``annotation_reading.satisfied``, so a change that stays valid
 (a trailing axis on the only ``*rest`` argument) is never expected to raise. A new typed
-function needs no new test code. A class that the constructor rule (:func:`build`) cannot
-make fails the suite until ``CONSTRUCTORS`` has it.
+function needs no new test code. An argument typed with a record (a dataclass or named
+tuple of annotated tensors) is built from its fields' annotations; its broken cases are
+those of the record's own typed constructor. An argument typed with another class is made
+by the constructor rule (:func:`build`); a class it cannot make fails the suite until
+``CONSTRUCTORS`` has it.
 """
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import types
@@ -48,6 +52,13 @@ _GENERATOR = torch.Generator().manual_seed(0)
 class Spec(NamedTuple):
     dtype: torch.dtype
     shape: tuple[int, ...]
+
+
+class Record(NamedTuple):
+    """A record argument to build: its class, and a :class:`Spec` (or value) per field."""
+
+    kind: type
+    fields: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -188,17 +199,62 @@ def wrong_dtype(hint: object) -> torch.dtype | None:
     return getattr(torch, wrong[0]) if wrong else None
 
 
-def kinds(target: Target) -> list[str]:
-    """Variants to test: one per space kind the owner takes, else per union member kind."""
+def is_record(hint: object) -> bool:
+    """A dataclass or named tuple with a tensor field: built from its fields' annotations."""
+    if not isinstance(hint, type) or not (dataclasses.is_dataclass(hint) or _is_named_tuple(hint)):
+        return False
+    return any(
+        is_array(member) for field in record_fields(hint).values() for member in members(field)
+    )
+
+
+def _is_named_tuple(hint: type) -> bool:
+    return issubclass(hint, tuple) and hasattr(hint, "_fields")
+
+
+def record_fields(record: type) -> dict[str, Any]:
+    """A record's fields, in order, with their resolved annotations."""
+    hints = typing.get_type_hints(record)
+    names = (
+        [field.name for field in dataclasses.fields(record) if field.init]
+        if dataclasses.is_dataclass(record)
+        else list(record._fields)  # type: ignore[attr-defined]
+    )
+    return {name: hints.get(name) for name in names}
+
+
+def _is_built(hint: object) -> bool:
+    """An argument type the constructor rule makes (a network, an agent): any other class."""
+    plain_types = (float, int, bool, str, type(None))
+    return isinstance(hint, type) and hint not in plain_types and not is_record(hint)
+
+
+def _tensor_hints(function: Callable[..., Any]) -> list[Any]:
+    """The annotations of ``function``'s parameters, each record's replaced by its fields'."""
     found = []
-    if target.owner is not None:
-        for _, hint in parameters(target.owner.__init__):
+    for _, hint in parameters(function):
+        found += list(record_fields(hint).values()) if is_record(hint) else [hint]
+    return found
+
+
+def kinds(target: Target) -> list[str]:
+    """Variants to test: one per space kind the owner (or a class argument) takes, else per
+    union member kind of the arguments and of their records' fields."""
+    owners = [target.owner] if target.owner is not None else []
+    owners += [hint for param, hint in parameters(target.function) if _required_built(param, hint)]
+    found = []
+    for owner in owners:
+        for _, hint in parameters(owner.__init__):
             found += [SPACES[m.__name__][0] for m in members(hint) if _is_space(m)]
     if not found:
-        for _, hint in parameters(target.function):
+        for hint in _tensor_hints(target.function):
             arrays = [member for member in members(hint) if is_array(member)]
             found += [kind_of(member) for member in arrays] if len(arrays) > 1 else []
     return list(dict.fromkeys(found)) or [""]
+
+
+def _required_built(param: inspect.Parameter, hint: object) -> bool:
+    return param.default is param.empty and param.kind not in _STARRED and _is_built(hint)
 
 
 def _is_space(hint: object) -> bool:
@@ -225,15 +281,31 @@ def plain(hint: object) -> object:
     raise TypeError(f"no rule builds a value of type {hint}")
 
 
-def arguments(case: Case) -> dict[str, Any]:
-    """Valid arguments: a :class:`Spec` per tensor parameter, a value per other required one."""
+def spec(hint: object, case: Case) -> Spec | None:
+    """The valid tensor for ``hint`` in ``case``; None if ``hint`` is not a tensor's."""
+    member = chosen(hint, case.kind)
+    if member is None:
+        return None
     size, group = SIZES[case.size]
+    shape = tuple(extent for _, extent in labelled_shape(member, size, group))
+    return Spec(dtype_of(member), shape)
+
+
+def arguments(case: Case) -> dict[str, Any]:
+    """Valid arguments: a :class:`Spec` per tensor parameter, a :class:`Record` per record
+    parameter, and a value per other required one (a built instance for a class)."""
     built: dict[str, Any] = {}
     for param, hint in parameters(case.target.function):
-        member = chosen(hint, case.kind)
-        if member is not None:
-            shape = tuple(extent for _, extent in labelled_shape(member, size, group))
-            built[param.name] = Spec(dtype_of(member), shape)
+        tensor_spec = spec(hint, case)
+        if tensor_spec is not None:
+            built[param.name] = tensor_spec
+        elif is_record(hint):
+            fields = record_fields(hint).items()
+            built[param.name] = Record(
+                hint, {name: spec(f, case) or plain(f) for name, f in fields}
+            )
+        elif _required_built(param, hint):
+            built[param.name] = build(hint, SIZES[case.size][0], case.kind)
         elif param.default is param.empty:
             built[param.name] = plain(hint)
     return built
@@ -253,7 +325,16 @@ def tensor(spec: Spec, device: str = "cpu") -> torch.Tensor:
 
 
 def values(built: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
-    return {k: tensor(v, device) if isinstance(v, Spec) else v for k, v in built.items()}
+    return {name: value(given, device) for name, given in built.items()}
+
+
+def value(given: Any, device: str = "cpu") -> Any:
+    """A tensor for a :class:`Spec`, the record for a :class:`Record`, else ``given``."""
+    if isinstance(given, Spec):
+        return tensor(given, device)
+    if isinstance(given, Record):
+        return given.kind(**{name: value(field, device) for name, field in given.fields.items()})
+    return given
 
 
 def build(owner: type, size: int, kind: str) -> object:

@@ -2,11 +2,14 @@
 RL bug injected into a real training run."""
 
 import dataclasses
+import inspect
 import json
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
+import yaml
 from einops import rearrange
 from jaxtyping import TypeCheckError
 
@@ -17,7 +20,8 @@ from ...ppo import module as ppo_module
 from ...ppo.__main__ import main
 from ...ppo.agent import ActorCritic
 from ...ppo.envs import make_vector_env
-from ...ppo.rollout import RolloutCollector
+from ...ppo.reporting import PPOReporting
+from ...ppo.rollout import Episodes, RolloutCollector
 from ...shapes import checks_disabled
 from ..helpers.paths import CONFIGS
 
@@ -84,16 +88,85 @@ def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> N
     assert summary["global_step"] == 2 * 2
 
 
+CONTRACT = ("eval_return_mean", "env_steps", "train_seconds", "steps_to_475", "seconds_to_475")
+SOLVED = ("solved_return", "steps_to_solved", "seconds_to_solved")
+
+
 def test_short_fit_writes_the_summary_contract(tmp_path: Path) -> None:
     summary = _fit(
         tmp_path, "ppo.yaml", "--model.total_env_steps=3072", "--model.eval_every_env_steps=1024"
     )
-    for key in ("eval_return_mean", "env_steps", "train_seconds", "steps_to_475", "seconds_to_475"):
+    for key in CONTRACT + SOLVED:
         assert key in summary, key
+    assert summary["solved_return"] == 475
     assert summary["env_steps"] == 3072
     assert summary["eval_episodes"] >= 10
     # Every 1024 steps; the end falls on 3072, so it is not evaluated twice.
     assert [steps for steps, _ in summary["evaluations"]] == [1024, 2048, 3072]
+
+
+def test_solved_return_sets_steps_to_solved_while_475_keeps_its_meaning(tmp_path: Path) -> None:
+    # An untrained CartPole policy's episodes last about 20 steps: a mean of 15 is reached
+    # within the first rollouts, 475 never.
+    summary = _fit(
+        tmp_path,
+        "ppo.yaml",
+        "--model.total_env_steps=1024",
+        "--model.eval_every_env_steps=0",
+        "--model.update_epochs=1",
+        "--model.solved_return=15",
+    )
+    assert summary["solved_return"] == 15
+    assert 0 < summary["steps_to_solved"] <= 1024 and summary["seconds_to_solved"] > 0
+    assert summary["steps_to_475"] is None and summary["seconds_to_475"] is None
+
+
+def test_steps_to_475_and_to_solved_are_read_off_the_rolling_20_episode_mean() -> None:
+    module = ppo_module.PPOModule(solved_return=100.0)
+    module.collector, _ = _collector(num_envs=1, num_steps=1)
+    # Ten episodes return 50, then every one 500. The 20-episode mean first reaches 100 at
+    # the 20th episode (mean 275; fewer than 20 never count), 475 at the 29th (19 of 500).
+    module.collector.episodes = Episodes(
+        env_steps=[10 * (index + 1) for index in range(40)],
+        seconds=[0.5 * (index + 1) for index in range(40)],
+        returns=[50.0] * 10 + [500.0] * 30,
+        lengths=[1] * 40,
+    )
+    extras = PPOReporting().summary_extras(L.Trainer(logger=False), module)
+    assert extras == {
+        "solved_return": 100.0,
+        "steps_to_solved": 200,
+        "seconds_to_solved": 10.0,
+        "steps_to_475": 290,
+        "seconds_to_475": 14.5,
+    }
+
+
+def test_checkpoint_loads_with_weights_only_and_keeps_flat_hyperparameters(
+    tmp_path: Path,
+) -> None:
+    budget = ["--model.total_env_steps=1024", "--model.eval_every_env_steps=1024"]
+    _fit(tmp_path, "ppo.yaml", *budget, "--model.update_epochs=1", "--model.eval_episodes=2")
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, weights_only=True)
+    hyperparameters = checkpoint["hyper_parameters"]
+    assert hyperparameters["learning_rate"] == 0.002 and hyperparameters["solved_return"] == 475
+    assert hyperparameters["hidden_sizes"] == [64, 64]
+    assert checkpoint["ppo"]["rollouts_done"] == 1
+    # The evaluations so far are the reporting callback's state.
+    assert [steps for steps, _ in checkpoint["callbacks"]["PPOReporting"]["evaluations"]] == [1024]
+    module = ppo_module.PPOModule.load_from_checkpoint(last, weights_only=True)
+    assert (module.learning_rate, module.gamma, module.update_epochs) == (0.002, 0.98, 1)
+
+
+@pytest.mark.parametrize("config", ["ppo.yaml", "pendulum.yaml"])
+def test_each_config_sets_every_hyperparameter(config: str) -> None:
+    """The class defaults are the generic PPO ones: a tuning that left a value to them
+    would change whenever they do. Only the machine settings may be left out."""
+    machine = {"torch_threads", "compile", "compile_backend"}
+    arguments = set(inspect.signature(ppo_module.PPOModule).parameters) - machine
+    model = yaml.safe_load((CONFIGS / config).read_text())["model"]
+    assert sorted(arguments - model.keys()) == []
 
 
 def test_more_than_one_epoch_is_refused(tmp_path: Path) -> None:
@@ -139,6 +212,9 @@ def test_pendulum_config_runs(tmp_path: Path) -> None:
     )
     assert summary["env_steps"] == 2048
     assert summary["eval_return_mean"] < 0  # Pendulum's rewards are costs
+    # No solved threshold: its keys are there, null; the 475 contract is there too.
+    assert {key: summary[key] for key in SOLVED} == dict.fromkeys(SOLVED)
+    assert summary["steps_to_475"] is None and summary["seconds_to_475"] is None
 
 
 def _column_advantages(log_prob, old_log_prob, advantages, clip_coef):

@@ -24,6 +24,7 @@ TINY = [
     "--model.num_envs=4",
     "--model.num_steps=32",
     "--model.update_epochs=2",
+    "--model.num_minibatches=1",
     "--model.eval_every_env_steps=0",
     "--model.eval_episodes=2",
 ]
@@ -79,8 +80,13 @@ def test_ddp_ranks_collect_different_rollouts_and_count_steps_globally(tmp_path:
     assert first and second and lengths[0] != lengths[1]
 
 
-def test_resume_restores_optimizer_schedule_and_env_steps(tmp_path: Path) -> None:
-    budget = ["--model.total_env_steps=512", "--model.learning_rate=0.001"]
+def test_resume_restores_optimizer_schedule_env_steps_and_evaluations(tmp_path: Path) -> None:
+    budget = [
+        "--model.total_env_steps=512",
+        "--model.learning_rate=0.001",
+        "--model.anneal_lr=true",
+        f"--model.eval_every_env_steps={ROLLOUT}",
+    ]
     # Two optimizer steps per rollout: max_steps=4 stops after two of the four rollouts.
     main(_args(tmp_path, *budget, "--trainer.max_steps=4"))
     cli = main(_args(tmp_path, *budget, "--ckpt_path=last"))
@@ -92,6 +98,9 @@ def test_resume_restores_optimizer_schedule_and_env_steps(tmp_path: Path) -> Non
     assert module.collector is not None and module.collector.first_env_step == 2 * ROLLOUT
     resumed = _logged(tmp_path / "lightning_logs" / "version_1", "learning_rate")
     assert resumed == pytest.approx({3 * ROLLOUT: 0.001 * 2 / 4, 4 * ROLLOUT: 0.001 * 1 / 4})
+    # The evaluations before the stop come back from the checkpoint (PPOReporting's state).
+    summary = json.loads((tmp_path / "lightning_logs" / "version_1" / "summary.json").read_text())
+    assert [steps for steps, _ in summary["evaluations"]] == [ROLLOUT * n for n in (1, 2, 3, 4)]
 
 
 def test_resume_with_another_number_of_processes_is_refused(tmp_path: Path) -> None:

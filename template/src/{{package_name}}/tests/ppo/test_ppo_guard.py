@@ -7,15 +7,16 @@ import lightning as L
 import pytest
 
 from ...guards import BroadcastGuard, BroadcastGuardCallback
-from ...ppo.module import PPOModule
+from ...ppo import PPOModule, PPOReporting
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 def test_ppo_fit_has_no_broadcast_false_alarm(
     env_id: str, tmp_path: Path, broadcast_guard: BroadcastGuard
 ) -> None:
-    # Optional terms on (value clipping, entropy, target KL) so that every branch runs.
-    # The fixture also covers the final evaluation, which runs after the callback's steps.
+    # Optional terms on (annealing, value clipping, entropy, target KL): every branch runs.
+    # The fixture also covers the evaluations (PPOReporting's), the last of which runs
+    # after the callback's steps.
     module = PPOModule(
         env_id,
         num_envs=4,
@@ -23,6 +24,7 @@ def test_ppo_fit_has_no_broadcast_false_alarm(
         total_env_steps=3 * 4 * 32,
         update_epochs=2,
         num_minibatches=2,
+        anneal_lr=True,
         value_clip_coef=0.2,
         entropy_coef=0.01,
         target_kl=1.0,
@@ -33,7 +35,7 @@ def test_ppo_fit_has_no_broadcast_false_alarm(
     trainer = L.Trainer(
         max_epochs=1,
         default_root_dir=tmp_path,
-        callbacks=[callback],
+        callbacks=[PPOReporting(), callback],
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,

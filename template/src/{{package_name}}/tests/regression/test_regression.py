@@ -47,13 +47,20 @@ def test_fast_dev_run_fits(tmp_path: Path) -> None:
     )
 
 
-def test_fit_writes_summary_and_checkpoints(tmp_path: Path) -> None:
+def test_fit_writes_summary_and_checkpoints_that_load_with_weights_only(tmp_path: Path) -> None:
     summary = _fit(tmp_path, *QUICK)
     assert {"val_r2", "val_mae", "train_seconds", "epochs"} <= summary.keys()
     assert summary["epochs"] == 2 and summary["train_seconds"] > 0
     checkpoints = {path.name for path in tmp_path.rglob("*.ckpt")}
     assert "last.ckpt" in checkpoints
     assert any(name.startswith("best-") for name in checkpoints)
+    # Flat hyperparameters of built-in types: a checkpoint needs no pickled classes.
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    hyperparameters = torch.load(last, weights_only=True)["hyper_parameters"]
+    assert hyperparameters["learning_rate"] == 0.003
+    assert list(hyperparameters["hidden_sizes"]) == [128, 128]
+    module = RegressionModule.load_from_checkpoint(last, weights_only=True)
+    assert (module.learning_rate, module.weight_decay) == (0.003, 0.0)
 
 
 def test_column_target_in_training_step_raises_naming_target() -> None:

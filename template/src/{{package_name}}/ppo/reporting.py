@@ -1,0 +1,169 @@
+"""What a PPO run reports, apart from the algorithm: a callback that the command line installs.
+
+- once per rollout, one call to the logger at the run's env-step count: the update's
+  statistics and learning rate, the mean return and length of the last 20 training
+  episodes, env steps per second, and ``eval_return`` when an evaluation falls due;
+- a deterministic evaluation every ``eval_every_env_steps`` and one at the end;
+- at the end, every process's training episodes in ``episodes.csv`` (``episodes_rank<N>.csv``
+  from the others), and the PPO keys of summary.json (``RunSummary`` asks for them);
+- where the time went: env steps and policy calls (timed by the collector), updates,
+  evaluations and logging.
+
+Per-rollout statistics go straight to the logger, once: a ``self.log`` per optimizer step
+would cost more than the step itself on a small MLP. The evaluations so far are this
+callback's checkpoint state, so a resumed run reports them all.
+"""
+
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+
+from .evaluate import evaluate
+from .module import PPOModule
+from .solved import first_solved
+
+CONTRACT_RETURN = 475.0
+"""``steps_to_475`` and ``seconds_to_475`` are reported in every run, whatever
+``solved_return`` is: the benchmark compares runs on them (CartPole-v1's own threshold)."""
+WINDOW = 20
+"""Training episodes in the rolling mean that the logged return and "solved" are read from."""
+EVAL_SEED = 10_000_000
+
+
+class PPOReporting(Callback):
+    def __init__(self) -> None:
+        self.evaluations: list[tuple[int, float]] = []
+        """(env steps, mean return) of every evaluation so far."""
+        self.last_eval_returns: list[float] = []
+        self.timing = {"update": 0.0, "evaluation": 0.0, "logging": 0.0}
+        self._update_started = 0.0
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Start afresh (a resumed run then loads its evaluations from the checkpoint)."""
+        self.evaluations, self.last_eval_returns = [], []
+        self.timing = dict.fromkeys(self.timing, 0.0)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"evaluations": self.evaluations}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.evaluations = [tuple(pair) for pair in state_dict.get("evaluations", [])]
+
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        self._update_started = time.perf_counter()
+
+    def on_train_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
+        """After each rollout's update: evaluate if one falls due, then log."""
+        self.timing["update"] += time.perf_counter() - self._update_started
+        module = _ppo(pl_module)
+        collector = module.collector
+        assert collector is not None
+        env_steps = collector.env_steps
+        metrics: dict[str, float] = dict(outputs)
+        every = module.eval_every_env_steps
+        before = env_steps - module.rollout_size * trainer.world_size
+        if every and env_steps // every > before // every:
+            metrics["eval_return"] = self._evaluate(module, env_steps)
+        tick = time.perf_counter()
+        recent = collector.episodes.returns[-WINDOW:]
+        if recent:
+            lengths = collector.episodes.lengths[-WINDOW:]
+            metrics["episodic_return"] = sum(recent) / len(recent)
+            metrics["episodic_length"] = sum(lengths) / len(lengths)
+        elapsed = time.perf_counter() - collector.started
+        metrics["sps"] = (env_steps - collector.first_env_step) / elapsed
+        if trainer.logger is not None:
+            trainer.logger.log_metrics(metrics, step=env_steps)
+        self.timing["logging"] += time.perf_counter() - tick
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """A last evaluation, unless one just ran; every process's episodes in a CSV."""
+        log_dir = Path(trainer.log_dir or trainer.default_root_dir)  # a collective under DDP
+        module = _ppo(pl_module)
+        collector = module.collector
+        if collector is None:
+            return
+        if not self.evaluations or self.evaluations[-1][0] != collector.env_steps:
+            self._evaluate(module, collector.env_steps)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        rank = trainer.global_rank
+        collector.episodes.write_csv(
+            log_dir / (f"episodes_rank{rank}.csv" if rank else "episodes.csv")
+        )
+
+    def summary_extras(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        """The PPO keys of summary.json. The "solved" keys are always there, null when they
+        do not apply (no ``solved_return``, or not reached, or nothing collected)."""
+        module = _ppo(pl_module)
+        collector = module.collector
+        solved_return = module.solved_return
+        extras: dict[str, Any] = {
+            "solved_return": solved_return,
+            "steps_to_solved": None,
+            "seconds_to_solved": None,
+            "steps_to_475": None,
+            "seconds_to_475": None,
+        }
+        if collector is None:
+            return extras
+        episodes = collector.episodes
+        for threshold, suffix in ((solved_return, "solved"), (CONTRACT_RETURN, "475")):
+            index = None if threshold is None else first_solved(episodes.returns, threshold, WINDOW)
+            if index is not None:
+                extras[f"steps_to_{suffix}"] = episodes.env_steps[index]
+                extras[f"seconds_to_{suffix}"] = round(episodes.seconds[index], 3)
+        if not self.last_eval_returns:
+            return extras
+        env_steps = collector.env_steps
+        returns = self.last_eval_returns
+        elapsed = time.perf_counter() - collector.started
+        return {
+            "eval_return_mean": sum(returns) / len(returns),
+            "eval_return_min": min(returns),
+            "eval_episodes": len(returns),
+            "env_steps": env_steps,
+            "env_steps_per_process": env_steps // trainer.world_size,
+            "training_episodes": len(episodes.returns),
+            **extras,
+            "env_steps_per_second": round((env_steps - collector.first_env_step) / elapsed, 1),
+            "time_breakdown_seconds": {
+                "env_step": round(collector.env_seconds, 3),
+                "policy": round(collector.policy_seconds, 3),
+                "update": round(self.timing["update"], 3),
+                "evaluation": round(self.timing["evaluation"], 3),
+                "logging": round(self.timing["logging"], 3),
+            },
+            "evaluations": self.evaluations,
+        }
+
+    def _evaluate(self, module: PPOModule, env_steps: int) -> float:
+        tick = time.perf_counter()
+        self.last_eval_returns = evaluate(
+            module.agent, module.env_id, module.eval_episodes, seed=EVAL_SEED
+        )
+        mean = sum(self.last_eval_returns) / len(self.last_eval_returns)
+        self.evaluations.append((env_steps, mean))
+        if module.global_rank == 0:
+            print(f"env steps {env_steps}: deterministic eval return {mean:.1f}", flush=True)
+        self.timing["evaluation"] += time.perf_counter() - tick
+        return mean
+
+
+def _ppo(pl_module: L.LightningModule) -> PPOModule:
+    if not isinstance(pl_module, PPOModule):
+        raise TypeError(
+            f"PPOReporting reports a PPOModule's run, not a {type(pl_module).__name__}'s"
+        )
+    return pl_module

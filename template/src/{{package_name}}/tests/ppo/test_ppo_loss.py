@@ -1,0 +1,109 @@
+"""The typed minibatch, ``Samples``, and the loss that takes it: a field of the wrong shape,
+or under the wrong name, never reaches an optimizer step."""
+
+from dataclasses import dataclass, fields
+
+import gymnasium as gym
+import pytest
+import torch
+from einops import rearrange
+from jaxtyping import TypeCheckError
+
+from ...ppo.agent import ActorCritic
+from ...ppo.module import STATISTICS, ppo_loss
+from ...ppo.rollout import Samples
+from ...shapes import Float, Tensor
+
+PER_ROW = ["actions", "old_log_prob", "old_values", "advantages", "returns"]
+"""The fields of shape ``(batch,)`` for a categorical policy."""
+
+
+def _columns(batch: int) -> dict[str, Tensor]:
+    return {
+        "observations": torch.randn(batch, 4),
+        "actions": torch.randint(0, 2, (batch,)),
+        "old_log_prob": -torch.rand(batch),
+        "old_values": torch.randn(batch),
+        "advantages": torch.randn(batch),
+        "returns": torch.randn(batch),
+    }
+
+
+def _loss(minibatch: object) -> tuple[Tensor, Tensor]:
+    agent = ActorCritic(4, gym.spaces.Discrete(2), (8,))
+    return ppo_loss(agent, minibatch, 0.2, None, 0.5, 0.0, True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_loss_takes_the_record_at_any_batch_size(batch: int) -> None:
+    loss, statistics = _loss(Samples(**_columns(batch)))
+    assert loss.shape == () and statistics.shape == (len(STATISTICS),)
+    assert torch.isfinite(statistics).all()
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+@pytest.mark.parametrize("name", PER_ROW)
+def test_a_column_field_is_refused_naming_it(name: str, batch: int) -> None:
+    columns = _columns(batch)
+    columns[name] = rearrange(columns[name], "batch -> batch 1")
+    with pytest.raises(TypeCheckError, match=f"parameter '{name}'"):
+        Samples(**columns)
+
+
+@pytest.mark.parametrize("name", PER_ROW)
+def test_a_field_with_one_row_too_many_is_refused_naming_it(name: str) -> None:
+    """``observations``, the first field, sets ``batch``; a later one that disagrees is named."""
+    columns = _columns(5)
+    columns[name] = torch.cat([columns[name], columns[name][:1]])
+    with pytest.raises(TypeCheckError, match=f"parameter '{name}'"):
+        Samples(**columns)
+
+
+def test_a_misnamed_field_cannot_be_built() -> None:
+    columns = _columns(5)
+    columns["advantage"] = columns.pop("advantages")
+    with pytest.raises(TypeError, match="advantage"):
+        Samples(**columns)
+
+
+@dataclass
+class _LookAlike:
+    """What a typo in a copied record looks like: one field named otherwise."""
+
+    observations: Float[Tensor, "batch feature"]
+    actions: Tensor
+    old_log_prob: Float[Tensor, " batch"]
+    old_values: Float[Tensor, " batch"]
+    advantage: Float[Tensor, " batch"]
+    returns: Float[Tensor, " batch"]
+
+
+def test_the_loss_refuses_anything_but_the_record() -> None:
+    columns = _columns(5)
+    _loss(Samples(**columns))  # the valid signature is remembered first
+    with pytest.raises(TypeCheckError, match="minibatch"):
+        _loss(columns)  # the dict the loss took before the record
+    columns["advantage"] = columns.pop("advantages")
+    with pytest.raises(TypeCheckError, match="minibatch"):
+        _loss(_LookAlike(**columns))
+
+
+@pytest.mark.parametrize("name", ["old_log_prob", "old_values", "advantages", "returns"])
+def test_a_field_changed_after_building_still_fails_inside_the_loss(name: str) -> None:
+    """The record is not frozen (Lightning sets its fields when it moves it), so the loss
+    does not rely on construction alone: each field meets a typed objective."""
+    minibatch = Samples(**_columns(5))
+    _loss(minibatch)
+    setattr(minibatch, name, rearrange(getattr(minibatch, name), "batch -> batch 1"))
+    with pytest.raises(TypeCheckError, match=f"parameter '{name}'"):
+        _loss(minibatch)
+
+
+def test_select_keeps_every_field_row_aligned() -> None:
+    samples = Samples(**_columns(5))
+    rows = torch.tensor([3, 0])
+    chosen = samples.select(rows)
+    for column in fields(Samples):
+        torch.testing.assert_close(
+            getattr(chosen, column.name), getattr(samples, column.name)[rows]
+        )
