@@ -13,8 +13,10 @@ flipping it in one process keeps both variants on the same machine state. The ta
 judged on the median over repeats of each repeat's on/off ratio (the paired estimate); the
 medians of each variant and their ratio are printed too.
 
-Usage: ``python bench/check_overhead.py PROJECT_DIR PACKAGE [REPEATS [EXAMPLE]]``
-(``nox -s bench``).
+``call`` measures what a remembered verdict adds to one call (target: at most 2 µs).
+
+Usage: ``python bench/check_overhead.py PROJECT_DIR PACKAGE [REPEATS [EXAMPLE...]]``
+with EXAMPLE ``regression``, ``ppo`` or ``call`` (``nox -s bench``).
 """
 
 import importlib
@@ -29,6 +31,32 @@ TARGETS = {
     "regression": ("seconds_per_step", "<=", 1.03),
     "ppo": ("env_steps_per_second", ">=", 0.97),
 }
+CALL_TARGET_MICROSECONDS, CALL_ROUNDS, CALLS_PER_ROUND = 2.0, 201, 10_000
+
+
+def call_overhead(package: str) -> float:
+    """Microseconds that a remembered verdict adds to ``losses.mse_loss`` on two ``(256,)``
+    tensors, against the bare function (``__wrapped__``). Both run in turn in each round
+    (process CPU time, one torch thread); the figure is the median of the rounds'
+    differences, which a shared machine's slow phases shift for both alike."""
+    import timeit
+
+    import torch
+
+    losses = importlib.import_module(f"{package}.losses")
+    torch.set_num_threads(1)
+    prediction, target = torch.randn(256), torch.randn(256)
+    checked, bare = losses.mse_loss, losses.mse_loss.__wrapped__
+    checked(prediction, target)  # the full check; the timed calls reuse its verdict
+    differences = []
+    timers = [
+        timeit.Timer(lambda f=f: f(prediction, target), timer=time.process_time)
+        for f in (checked, bare)
+    ]
+    for _ in range(CALL_ROUNDS):
+        on, off = (timer.timeit(CALLS_PER_ROUND) for timer in timers)
+        differences.append((on - off) / CALLS_PER_ROUND * 1e6)
+    return statistics.median(differences)
 
 
 def regression_worker(package: str) -> dict:
@@ -141,8 +169,18 @@ def main() -> None:
         return
     project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 7
-    examples = sys.argv[4:] or list(TARGETS)
+    examples = sys.argv[4:] or [*TARGETS, "call"]
     for example in examples:
+        if example == "call":
+            added = call_overhead(package)
+            met = "met" if added <= CALL_TARGET_MICROSECONDS else "MISSED"
+            print(
+                f"call: a remembered check adds {added:.2f} µs to mse_loss on two (256,) "
+                f"tensors, median of {CALL_ROUNDS} rounds of {CALLS_PER_ROUND} calls "
+                f"({met}: <= {CALL_TARGET_MICROSECONDS} µs)",
+                flush=True,
+            )
+            continue
         key, direction, target = TARGETS[example]
         values: dict[bool, list[float]] = {True: [], False: []}
         for run in range(repeats):

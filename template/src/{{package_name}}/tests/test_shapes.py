@@ -1,6 +1,8 @@
 """The decorator's promises: checks remembered per shape signature still catch every new
 signature, never skip a return check, and survive ``torch.compile``."""
 
+from typing import Literal, TypeVar
+
 import pytest
 import torch
 from jaxtyping import TypeCheckError
@@ -68,6 +70,87 @@ def test_annotation_reading_values_is_checked_every_call() -> None:
     _Columns(4)(x)
     with pytest.raises(TypeCheckError):
         _Columns(3)(x)
+
+
+def _count_full_checks(function, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the calls that ``function``'s decorator checks in full (jaxtyping + beartype)."""
+    check = function.shape_check
+    full_checks, checked = [], check.checked
+
+    def counted(*args, **kwargs):
+        full_checks.append(1)
+        return checked(*args, **kwargs)
+
+    monkeypatch.setattr(check, "checked", counted)
+    return full_checks
+
+
+def test_a_step_counter_is_one_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    @typechecked
+    def scaled(x: Float[Tensor, " batch"], step: int) -> Float[Tensor, " batch"]:
+        return x / step
+
+    full_checks = _count_full_checks(scaled, monkeypatch)
+    x = torch.randn(4)
+    for step in range(1, 1001):
+        scaled(x, step)
+    assert len(full_checks) == 1
+    with pytest.raises(TypeCheckError):  # an int is keyed by its type, a shape still counts
+        scaled(torch.randn(4, 1), 1001)
+    with pytest.raises(TypeCheckError):
+        scaled(x, 1.5)  # pyright: ignore[reportArgumentType]
+
+
+@pytest.mark.parametrize("by_keyword", [False, True])
+def test_a_literal_argument_is_checked_per_value(by_keyword: bool) -> None:
+    @typechecked
+    def scaled(x: Float[Tensor, " batch"], factor: Literal[1, 2] | None) -> Float[Tensor, " batch"]:
+        return x * (factor or 1)
+
+    x = torch.randn(4)
+
+    def call(factor):
+        return scaled(x, factor=factor) if by_keyword else scaled(x, factor)
+
+    for factor in (1, 2, None, 1):
+        call(factor)
+    with pytest.raises(TypeCheckError):
+        call(3)
+
+
+def test_a_literal_result_is_checked_per_value() -> None:
+    @typechecked
+    def parity(n: int) -> Literal["even", "odd"]:
+        return "odd" if n % 2 else "even" if n else "zero"  # pyright: ignore[reportReturnType]
+
+    assert parity(1) == "odd"
+    assert parity(2) == "even"
+    with pytest.raises(TypeCheckError, match="return"):
+        parity(0)
+
+
+def test_an_axis_expression_reading_an_int_is_checked_for_each_value() -> None:
+    @typechecked
+    def row_sums(x: Float[Tensor, "batch {columns}"], columns: int) -> Float[Tensor, " batch"]:
+        return x.sum(dim=-1)
+
+    x = torch.randn(2, 3)
+    row_sums(x, 3)
+    with pytest.raises(TypeCheckError):
+        row_sums(x, 4)
+
+
+Small = TypeVar("Small", bound=Literal[1, 2])
+
+
+def test_a_typevar_that_could_hide_a_literal_is_checked_every_call() -> None:
+    @typechecked
+    def same(n: Small) -> Small:
+        return n
+
+    same(1)
+    with pytest.raises(TypeCheckError):
+        same(3)  # pyright: ignore[reportArgumentType]
 
 
 def test_tuple_subclasses_are_remembered_item_by_item() -> None:
