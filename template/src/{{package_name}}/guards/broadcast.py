@@ -211,7 +211,8 @@ def _track(
     role: int, name: str, args: Sequence[Any], kwargs: Mapping[str, Any], result: Any
 ) -> None:
     """Update provenance after a call. Runs only for factories and for calls whose first
-    argument is already a grid or a constant, so data-only code pays one lookup."""
+    argument is already a grid or a constant (an entry leaves ``_TRACKED`` when its tensor
+    dies, so ``id`` in ``_TRACKED`` means tracked), and data-only code pays one lookup."""
     if role in _FACTORIES:
         _remember(result, _GRID if role == _MAKES_GRID else _CONSTANT)
     elif role == _TRIANGLE:
@@ -390,6 +391,6 @@ class BroadcastGuard(TorchFunctionMode):
                 if stretch is not None and self.on_stretch is not None:
                     self.on_stretch(stretch)
         result = func(*args, **kwargs)
-        if role in _FACTORIES or (_TRACKED and args and _kind(_first(args[0])) != _DATA):
+        if role in _FACTORIES or (_TRACKED and args and id(_first(args[0])) in _TRACKED):
             _track(role, getattr(func, "__name__", ""), args, kwargs, result)
         return result
