@@ -1,7 +1,7 @@
-'''Training scripts for the audit's tests, as text. Each :class:`Case` is one row of
+"""Training scripts for the audit's tests, as text. Each :class:`Case` is one row of
 ``docs/shape_bugs.md`` that the guard catches, or the accuracy bug, written the way users
 write it (``x[:, None]``, ``.squeeze()``, which this project's own source never does, hence
-text rather than modules), with the bug planted on, or fixed on, one marked line.'''
+text rather than modules), with the bug planted on, or fixed on, one marked line."""
 
 from dataclasses import dataclass
 
