@@ -4,11 +4,12 @@ or teardown stretches all the operands of an elementwise operation, at the stret
 
 ``-p`` imports the plugin by its module name, so it needs no entry point and no install:
 the package only has to be importable (``PYTHONPATH=src`` in a checkout). Without
-``--broadcast-guard`` the plugin does nothing. Tests that stretch on purpose, to show what a
-bug does, opt out with ``@pytest.mark.allow_broadcast``. Collection (importing the test
-modules) runs under a guard that only records provenance, so a grid such as
-``POS = torch.arange(T)`` at module level is known for what it is; see
-:mod:`.guards.broadcast` for the rule on index grids and masks.
+``--broadcast-guard`` the plugin does nothing. A test opts out with
+``@pytest.mark.no_broadcast_guard`` when it stretches on purpose to show what a bug does,
+runs a guard or an audit of its own, or counts what ``torch.compile`` traces (the guard is
+a ``TorchFunctionMode``, which dynamo sees). Collection (importing the test modules) runs
+under a guard that only records provenance, so a grid made at import time, such as
+``POS = torch.arange(T)``, is known for what it is (see :mod:`.guards.broadcast`).
 """
 
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "allow_broadcast: run this test without --broadcast-guard's guard"
+        "markers", "no_broadcast_guard: run this test without --broadcast-guard's guard"
     )
     if config.getoption("broadcast_guard"):
         config.pluginmanager.register(_GuardEveryTest(), "broadcast-guard")
@@ -60,7 +61,7 @@ class _GuardEveryTest:
 
 
 def _guarded(item: pytest.Item) -> Iterator[None]:
-    if item.get_closest_marker("allow_broadcast") is not None:
+    if item.get_closest_marker("no_broadcast_guard") is not None:
         return (yield)
     with BroadcastGuard():
         return (yield)

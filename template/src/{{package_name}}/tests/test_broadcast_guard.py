@@ -76,6 +76,7 @@ def test_untyped_helper_is_caught_at_its_own_line() -> None:
     assert f"{Path(__file__)}:{line}: return ((pred - target) ** 2).mean()" in str(caught.value)
 
 
+@pytest.mark.no_broadcast_guard
 def test_on_stretch_receives_every_stretch_and_the_program_goes_on() -> None:
     seen: list[Stretch] = []
     with BroadcastGuard(on_stretch=seen.append):
@@ -86,6 +87,7 @@ def test_on_stretch_receives_every_stretch_and_the_program_goes_on() -> None:
     assert seen == [Stretch("Tensor.sub", ((5, 1), (5,)), (5, 5), __file__, line, source)] * 2
 
 
+@pytest.mark.no_broadcast_guard
 def test_raised_error_is_the_recorded_stretchs_message() -> None:
     seen: list[Stretch] = []
     with BroadcastGuard(on_stretch=seen.append):
@@ -171,12 +173,14 @@ def _fit(module: L.LightningModule, callback: BroadcastGuardCallback) -> None:
     trainer.fit(module, data)
 
 
+@pytest.mark.no_broadcast_guard
 def test_callback_raises_inside_its_steps_and_leaves_no_mode_behind() -> None:
     with pytest.raises(BroadcastError, match="sub"):
         _fit(_Broadcaster(clean_steps=2), BroadcastGuardCallback(steps=3))
     assert not torch.overrides._get_current_function_mode_stack()
 
 
+@pytest.mark.no_broadcast_guard
 def test_callback_is_removed_after_its_steps() -> None:
     callback = BroadcastGuardCallback(steps=2)
     _fit(_Broadcaster(clean_steps=2), callback)

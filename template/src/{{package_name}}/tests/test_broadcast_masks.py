@@ -156,6 +156,7 @@ def test_data_stretches_still_raise(case: str) -> None:
         STILL_BUGS[case]()
 
 
+@pytest.mark.no_broadcast_guard
 def test_grid_made_before_the_guard_counts_as_data() -> None:
     """Provenance is seen only while a guard is on; the audit starts its guard first."""
     pos = torch.arange(T)

@@ -39,7 +39,7 @@ SUITE = textwrap.dedent(
         pass
 
 
-    @pytest.mark.allow_broadcast
+    @pytest.mark.no_broadcast_guard
     def test_shows_the_bug_on_purpose():
         torch.randn(4, 1) - torch.randn(4)
     """

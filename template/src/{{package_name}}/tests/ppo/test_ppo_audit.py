@@ -10,6 +10,8 @@ import pytest
 
 from ...audit.command import main
 
+pytestmark = pytest.mark.no_broadcast_guard  # the audit runs a guard of its own
+
 PPO_SCRIPT: str = """\
 import argparse
 
