@@ -181,14 +181,22 @@ def _kind(value: object) -> int:
 
 def _remember(result: object, kind: int) -> None:
     """Record ``kind`` for ``result`` and for each tensor in a tuple or list result."""
-    for tensor in result if isinstance(result, tuple | list) else (result,):
-        if not isinstance(tensor, torch.Tensor):
-            continue
+    for tensor in _tensor_items(result):
         key = id(tensor)
         if kind == _DATA:
             _TRACKED.pop(key, None)
         else:
             _TRACKED[key] = (weakref.ref(tensor, lambda _, key=key: _TRACKED.pop(key, None)), kind)
+
+
+def _tensor_items(result: object) -> list[torch.Tensor]:
+    """``result`` if it is a tensor, the tensors of a tuple or list of them (``unbind``,
+    ``max(dim=...)``), else nothing: a long ``tolist()`` is not walked."""
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, tuple | list) and result and isinstance(result[0], torch.Tensor):
+        return [item for item in result if isinstance(item, torch.Tensor)]
+    return []
 
 
 def _first(value: object) -> object:
@@ -234,12 +242,14 @@ def _track(
 
 
 def _forget_buffer(written: object) -> None:
-    """Data written into a grid or a constant, or into a view of one, makes every view of
-    that buffer data (``buf[t] = x`` fills a ``zeros`` buffer)."""
-    for tensor in written if isinstance(written, tuple | list) else (written,):
-        if not isinstance(tensor, torch.Tensor):
+    """Data written into a grid or a constant makes it data; written through a view, it
+    makes the whole buffer and its other views data (``buf[t].copy_(x)``). Views taken
+    before a write into the buffer itself keep their kind: constants excuse nothing."""
+    for tensor in _tensor_items(written):
+        _TRACKED.pop(id(tensor), None)
+        base = tensor._base
+        if base is None:
             continue
-        base = tensor if tensor._base is None else tensor._base
         for key, (ref, _) in list(_TRACKED.items()):
             other = ref()
             if other is None or other is base or other._base is base:
