@@ -5,7 +5,8 @@
                   examples with their default configs and prints what they reached.
 ``nox -s bench``  renders the default preset into build/bench; compares its PPO with
                   Stable-Baselines3 on CartPole-v1 (medians of 3 seeds, ratios), the cost
-                  of shape checks against JAXTYPING_DISABLE=1, and the guards' costs.
+                  of shape checks against JAXTYPING_DISABLE=1, the guards' costs, and
+                  an audited run against the guard alone (``-- audit``).
 ``nox -s lint``   ruff on this repository's own Python.
 """
 
@@ -70,12 +71,17 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """All benchmarks, or those named: ``nox -s bench -- sb3 checks guards``."""
+    """All benchmarks, or those named: ``nox -s bench -- sb3 checks guards audit``."""
     session.install("copier")
     _render(session, "default", BENCH_DIR)
     session.install("-e", str(BENCH_DIR), "stable-baselines3>=2.4")
     package = _answers(BENCH_DIR)["package_name"]
-    scripts = {"sb3": "run_bench.py", "checks": "check_overhead.py", "guards": "guard_costs.py"}
+    scripts = {
+        "sb3": "run_bench.py",
+        "checks": "check_overhead.py",
+        "guards": "guard_costs.py",
+        "audit": "audit_cost.py",
+    }
     for name in session.posargs or list(scripts):
         session.run("python", str(ROOT / "bench" / scripts[name]), str(BENCH_DIR), package)
 

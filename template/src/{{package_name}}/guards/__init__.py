@@ -1,13 +1,18 @@
 """Runtime guards for the shape mistakes that annotations cannot see.
 
-- :mod:`.broadcast`: :class:`BroadcastGuard` and :class:`BroadcastError`; torch only, so it
-  can be copied into plain PyTorch code.
+- :mod:`.broadcast`: :class:`BroadcastGuard`, :class:`BroadcastError` and :class:`Stretch`;
+  torch only, so it can be copied into plain PyTorch code.
 - :mod:`.callbacks`: the Lightning callbacks, :class:`BroadcastGuardCallback` and
-  :class:`NonFiniteLocator` (with :class:`NonFiniteError`).
+  :class:`NonFiniteLocator` (with :class:`NonFiniteError`). They load on first use, so
+  ``python -m <package>.audit`` on a plain PyTorch script does not import Lightning.
 """
 
-from .broadcast import BroadcastError, BroadcastGuard
-from .callbacks import BroadcastGuardCallback, NonFiniteError, NonFiniteLocator
+from typing import TYPE_CHECKING
+
+from .broadcast import BroadcastError, BroadcastGuard, Stretch
+
+if TYPE_CHECKING:
+    from .callbacks import BroadcastGuardCallback, NonFiniteError, NonFiniteLocator
 
 __all__ = [
     "BroadcastError",
@@ -15,4 +20,13 @@ __all__ = [
     "BroadcastGuardCallback",
     "NonFiniteError",
     "NonFiniteLocator",
+    "Stretch",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("BroadcastGuardCallback", "NonFiniteError", "NonFiniteLocator"):
+        from . import callbacks
+
+        return getattr(callbacks, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,7 @@
 """Find the silent broadcast: ``with BroadcastGuard():`` raises at the first elementwise
 operation that stretches *every* operand, such as ``(N, 1) - (N,)`` -> ``(N, N)``.
+``BroadcastGuard(on_stretch=record)`` calls ``record(stretch)`` instead and lets the
+program go on: that is how ``python -m <package>.audit`` reports every finding of a run.
 
 Copy-paste: this file imports only torch and the standard library, so it can be dropped into
 plain PyTorch code as it is.
@@ -10,19 +12,40 @@ elementwise operation instead, and raises :class:`BroadcastError` when one stret
 operands, which is almost never meant. One-sided broadcasting (a bias, a scalar, a ``(N, 1)``
 column, an attention mask) passes. ``einsum``, ``matmul`` and ``torch.outer`` are never
 checked: an outer product should say so.
+
+Index grids and masks are the exception. An *index grid* descends from ``arange``,
+``linspace``, ``logspace``, ``eye``, or ``tril``/``triu`` of a constant (``ones``, ``zeros``,
+``full``), through calls whose tensor inputs were all grids or constants; writing data into
+it (``grid[i] = x``, ``copy_``, ``normal_``) makes it data again. An
+operation that stretches every operand passes only when it builds a grid or a mask:
+
+- its operands are grids and constants only: relative positions ``pos[None, :] - pos[:, None]``,
+  the causal mask ``arange(T)[:, None] >= arange(T)[None, :]``, sinusoidal angles;
+- it compares a grid with anything: the padding mask ``arange(T)[None, :] < lengths[:, None]``,
+  a one-hot ``labels[:, None] == arange(C)``; or it is integer arithmetic with a grid
+  (position ids ``start[:, None] + arange(T)``);
+- it combines boolean masks with ``&``, ``|`` or ``^``, whatever made them:
+  ``causal & padding``, the pairwise ``m[:, :, None] & m[:, None, :]``.
+
+Everything else is data, constants included. Comparisons and arithmetic between data raise
+whatever the dtypes (the accuracy bug ``(pred (N, 1) == y (N,)).float().mean()``), and so do
+float arithmetic with a grid (``sin(linspace(...)[:, None]) + noise (N,)``), ``ones(N) *
+column`` and a ``zeros`` buffer once filled. Float masks are data once combined with data:
+build masks as booleans. Tensors made before the guard started count as data.
 """
 
 import linecache
 import os
 import sys
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["BroadcastError", "BroadcastGuard"]
+__all__ = ["BroadcastError", "BroadcastGuard", "Stretch"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _HINT = (
@@ -67,8 +90,33 @@ Weights and variances (``weight``, ``var``, ``pos_weight``) may broadcast one-si
 
 _Operands = tuple[str, ...] | bool
 """What to check in a call: False nothing, True every tensor argument, or the named ones."""
-_CLASSIFIED: dict[Callable[..., Any], _Operands] = {}
-"""The ``_Operands`` of each function seen so far; every torch call looks itself up here."""
+
+# What a call does to the provenance of tensors (see the module docstring).
+_DERIVES, _MAKES_GRID, _MAKES_CONSTANT, _TRIANGLE, _WRITES, _MAKES_DATA = range(6)
+_FACTORIES = (_MAKES_GRID, _MAKES_CONSTANT)
+_INDEX_GRIDS = {"arange", "range", "linspace", "logspace", "eye", "tril_indices", "triu_indices"}
+_CONSTANTS = {"ones", "zeros", "full", "ones_like", "zeros_like", "full_like"}
+_CONSTANTS |= {f"new_{name}" for name in ("ones", "zeros", "full")}
+_DATA_MAKERS = {"normal", "uniform", "bernoulli", "random", "exponential", "geometric"}
+_DATA_MAKERS |= {"cauchy", "log_normal", "poisson", "multinomial", "dropout", "randperm"}
+_DATA_MAKERS |= {"rand_like", "randn_like", "randint_like", "empty_like", "new_empty"}
+_DATA_MAKERS |= {"new_tensor"}
+_COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less"}
+_COMPARISONS |= {"less_equal", "not_equal"}
+_MASK_LOGIC = {"bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or"}
+_MASK_LOGIC |= {"logical_xor"}
+_IN_PLACE_OPERATORS = {f"i{op}" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod")}
+_IN_PLACE_OPERATORS |= {f"i{op}" for op in ("pow", "and", "or", "xor", "lshift", "rshift")}
+_SHAPE_ONLY = {"expand_as", "view_as", "reshape_as", "type_as", "to"}
+
+_CLASSIFIED: dict[Callable[..., Any], tuple[_Operands, int]] = {}
+"""The ``_Operands`` and provenance role of each function seen so far; every torch call
+looks itself up here."""
+
+_CONSTANT, _GRID, _DATA = 0, 1, 2
+"""Provenance, ordered: a result is the most data-like of its inputs."""
+_TRACKED: dict[int, tuple[weakref.ref[torch.Tensor], int]] = {}
+"""``id`` -> (weak reference, ``_CONSTANT`` or ``_GRID``); every other tensor is data."""
 
 
 class BroadcastError(ValueError):
@@ -99,11 +147,113 @@ def _is_elementwise(func: Callable[..., Any]) -> bool:
         return False
 
 
-def _classify(func: Callable[..., Any]) -> _Operands:
+def _classify(func: Callable[..., Any]) -> tuple[_Operands, int]:
     name = getattr(func, "__name__", "")
     if getattr(func, "__module__", None) == "torch.nn.functional" and name in _LOSS_OPERANDS:
-        return _LOSS_OPERANDS[name]
-    return _is_elementwise(func)
+        return _LOSS_OPERANDS[name], _DERIVES
+    return _is_elementwise(func), _role(name)
+
+
+def _role(name: str) -> int:
+    """What a function named ``name`` does to provenance: makes a grid or a constant, turns
+    a constant into a mask (``tril``, ``triu``), writes into its first argument, makes data
+    (random, uninitialised or copied values), or derives its result from its inputs."""
+    core = _aten_name(name)
+    if core in _INDEX_GRIDS:
+        return _MAKES_GRID
+    if core in _CONSTANTS:
+        return _MAKES_CONSTANT
+    if core in ("tril", "triu"):
+        return _TRIANGLE
+    if core in _DATA_MAKERS:
+        return _MAKES_DATA
+    in_place = name.endswith("_") and not name.endswith("__")
+    if in_place or name in ("__setitem__", "__set__") or name[2:-2] in _IN_PLACE_OPERATORS:
+        return _WRITES
+    return _DERIVES
+
+
+def _kind(value: object) -> int:
+    """``_CONSTANT``, ``_GRID`` or ``_DATA``: anything untracked, or not a tensor, is data."""
+    entry = _TRACKED.get(id(value))
+    return _DATA if entry is None or entry[0]() is not value else entry[1]
+
+
+def _remember(result: object, kind: int) -> None:
+    """Record ``kind`` for ``result`` and for each tensor in a tuple or list result."""
+    for tensor in _tensor_items(result):
+        key = id(tensor)
+        if kind == _DATA:
+            _TRACKED.pop(key, None)
+        else:
+            _TRACKED[key] = (weakref.ref(tensor, lambda _, key=key: _TRACKED.pop(key, None)), kind)
+
+
+def _tensor_items(result: object) -> list[torch.Tensor]:
+    """``result`` if it is a tensor, the tensors of a tuple or list of them (``unbind``,
+    ``max(dim=...)``), else nothing: a long ``tolist()`` is not walked."""
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, tuple | list) and result and isinstance(result[0], torch.Tensor):
+        return [item for item in result if isinstance(item, torch.Tensor)]
+    return []
+
+
+def _first(value: object) -> object:
+    """The first item of a list or tuple argument (``torch.cat([grid, ...])``), else itself."""
+    return value[0] if isinstance(value, tuple | list) and value else value
+
+
+def _tensors_in(values: Sequence[Any]) -> list[Any]:
+    """Tensors among ``values`` and one level inside lists and tuples (an index, a cat)."""
+    found = []
+    for value in values:
+        if isinstance(value, tuple | list):
+            found += [item for item in value if isinstance(item, torch.Tensor)]
+        elif isinstance(value, torch.Tensor):
+            found.append(value)
+    return found
+
+
+def _track(
+    role: int, name: str, args: Sequence[Any], kwargs: Mapping[str, Any], result: Any
+) -> None:
+    """Update provenance after a call. Runs only for factories and for calls whose first
+    argument is already a grid or a constant (an entry leaves ``_TRACKED`` when its tensor
+    dies, so ``id`` in ``_TRACKED`` means tracked), and data-only code pays one lookup."""
+    if role in _FACTORIES:
+        _remember(result, _GRID if role == _MAKES_GRID else _CONSTANT)
+    elif role == _TRIANGLE:
+        _remember(result, max(_GRID, _kind(args[0])))
+    elif role == _MAKES_DATA:
+        _remember(result, _DATA)  # out of place the result is new, and untracked already
+    elif name in _SHAPE_ONLY:
+        _remember(result, _kind(args[0]))  # the other argument gives a shape, dtype or device
+    else:
+        sources = args[1:] if role == _WRITES else args
+        inputs = _tensors_in([*sources, *(v for k, v in kwargs.items() if k != "out")])
+        kind = max(map(_kind, inputs), default=_DATA if role == _DERIVES else _CONSTANT)
+        target = args[0] if role == _WRITES else result
+        kind = max(kind, _kind(target)) if role == _WRITES else kind
+        if kind != _DATA:
+            _remember(target, kind)
+        elif role == _WRITES:
+            _forget_buffer(target)
+
+
+def _forget_buffer(written: object) -> None:
+    """Data written into a grid or a constant makes it data; written through a view, it
+    makes the whole buffer and its other views data (``buf[t].copy_(x)``). Views taken
+    before a write into the buffer itself keep their kind: constants excuse nothing."""
+    for tensor in _tensor_items(written):
+        _TRACKED.pop(id(tensor), None)
+        base = tensor._base
+        if base is None:
+            continue
+        for key, (ref, _) in list(_TRACKED.items()):
+            other = ref()
+            if other is None or other is base or other._base is base:
+                _TRACKED.pop(key, None)
 
 
 def _broadcast_operands(
@@ -157,38 +307,76 @@ def _sampled_indices(shapes: list[tuple[int, ...]]) -> bool:
     return indices[-1:] == (1,) and indices[:-1][len(indices) - 1 - len(batch) :] == batch
 
 
-def _check(func: Callable[..., Any], tensors: list[torch.Tensor]) -> None:
-    """Raise if no operand already has the broadcast shape. Runs on every elementwise call,
-    so the common cases (equal shapes, one-sided broadcasting) return first."""
+def _builds_grid_or_mask(func: Callable[..., Any], tensors: list[torch.Tensor]) -> bool:
+    """The module docstring's rule: a stretch among index grids, a comparison with one,
+    integer arithmetic with one, or ``&``, ``|``, ``^`` between boolean masks."""
+    name = _aten_name(getattr(func, "__name__", ""))
+    kinds = [_kind(tensor) for tensor in tensors]
+    if _GRID in kinds and (_DATA not in kinds or name in _COMPARISONS):
+        return True
+    if _GRID in kinds and not any(t.is_floating_point() or t.is_complex() for t in tensors):
+        return True
+    return name in _MASK_LOGIC and all(tensor.dtype == torch.bool for tensor in tensors)
+
+
+class Stretch(NamedTuple):
+    """One elementwise call that stretched every operand, at the innermost line outside
+    torch; what ``BroadcastGuard(on_stretch=...)`` receives."""
+
+    op: str
+    shapes: tuple[tuple[int, ...], ...]
+    result: tuple[int, ...]
+    file: str
+    line: int
+    source: str
+
+    def message(self) -> str:
+        """The text of the :class:`BroadcastError` the guard raises for this stretch."""
+        listed = ", ".join(str(shape) for shape in self.shapes[:-1]) + f" and {self.shapes[-1]}"
+        return (
+            f"{self.op} stretched every operand: {listed} -> {self.result}\n"
+            f"  at {self.file}:{self.line}: {self.source}\n  {_HINT}"
+        )
+
+
+def _stretch(func: Callable[..., Any], tensors: list[torch.Tensor]) -> Stretch | None:
+    """The stretch this call makes, if no operand already has the broadcast shape. Runs on
+    every elementwise call, so the common cases (equal shapes, one-sided broadcasting)
+    return first."""
     shapes = [tuple(tensor.shape) for tensor in tensors]
     if all(shape == shapes[0] for shape in shapes):
-        return
+        return None
     rank = max(map(len, shapes))
     padded = [(1,) * (rank - len(shape)) + shape for shape in shapes]
     result = tuple(map(max, *padded))  # exact unless a size is 0, and empty tensors are harmless
     if result in padded:
-        return  # one operand already has the full shape; the others broadcast one-sidedly
+        return None  # one operand already has the full shape; the others broadcast one-sidedly
     pairs = (pair for shape in padded for pair in zip(shape, result, strict=True))
     if any(size not in (1, full) for size, full in pairs):
-        return  # not broadcastable at all: torch's own error is clearer
+        return None  # not broadcastable at all: torch's own error is clearer
+    if _builds_grid_or_mask(func, tensors):
+        return None
     frame, by_design = _user_frame()
     if by_design and _sampled_indices(shapes):
-        return
+        return None
     filename, line = frame.f_code.co_filename, frame.f_lineno
-    listed = ", ".join(str(shape) for shape in shapes[:-1]) + f" and {shapes[-1]}"
-    raise BroadcastError(
-        f"{_op_name(func)} stretched every operand: {listed} -> {result}\n"
-        f"  at {filename}:{line}: {linecache.getline(filename, line).strip()}\n  {_HINT}"
-    )
+    source = linecache.getline(filename, line).strip()
+    return Stretch(_op_name(func), tuple(shapes), result, filename, line, source)
 
 
 class BroadcastGuard(TorchFunctionMode):
     """``with BroadcastGuard():`` raises :class:`BroadcastError` at the first elementwise
     operation that stretches both operands, naming the op, the shapes and your source line.
+    ``BroadcastGuard(on_stretch=record)`` calls ``record`` with a :class:`Stretch` instead,
+    and the operation goes on as torch would run it.
 
     Every torch call in the block passes through here, so classification is cached per
-    function and non-elementwise calls return after one dictionary lookup.
+    function, and a call on data that is not elementwise costs two dictionary lookups.
     """
+
+    def __init__(self, on_stretch: Callable[[Stretch], None] | None = None) -> None:
+        super().__init__()
+        self.on_stretch = on_stretch
 
     def __torch_function__(
         self,
@@ -197,13 +385,22 @@ class BroadcastGuard(TorchFunctionMode):
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
     ) -> Any:
+        __tracebackhide__ = True  # pytest shows the failing test's line, not this frame
         if kwargs is None:
             kwargs = {}
-        operands = _CLASSIFIED.get(func)
-        if operands is None:
-            operands = _CLASSIFIED[func] = _classify(func)
+        classified = _CLASSIFIED.get(func)
+        if classified is None:
+            classified = _CLASSIFIED[func] = _classify(func)
+        operands, role = classified
         if operands is not False:
             tensors = _broadcast_operands(operands, args, kwargs)
             if len(tensors) > 1:
-                _check(func, tensors)
-        return func(*args, **kwargs)
+                stretch = _stretch(func, tensors)
+                if stretch is not None and self.on_stretch is None:
+                    raise BroadcastError(stretch.message())
+                if stretch is not None and self.on_stretch is not None:
+                    self.on_stretch(stretch)
+        result = func(*args, **kwargs)
+        if role in _FACTORIES or (_TRACKED and args and id(_first(args[0])) in _TRACKED):
+            _track(role, getattr(func, "__name__", ""), args, kwargs, result)
+        return result

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..guards import BroadcastError, BroadcastGuard, BroadcastGuardCallback, broadcast
+from ..guards import BroadcastError, BroadcastGuard, BroadcastGuardCallback, Stretch, broadcast
 
 N = 5
 COLUMN, ROW, FLAT = torch.randn(N, 1), torch.randn(1, N), torch.randn(N)
@@ -74,6 +74,27 @@ def test_untyped_helper_is_caught_at_its_own_line() -> None:
         _squared_error(COLUMN, FLAT)
     line = _squared_error.__code__.co_firstlineno + 2
     assert f"{Path(__file__)}:{line}: return ((pred - target) ** 2).mean()" in str(caught.value)
+
+
+@pytest.mark.no_broadcast_guard
+def test_on_stretch_receives_every_stretch_and_the_program_goes_on() -> None:
+    seen: list[Stretch] = []
+    with BroadcastGuard(on_stretch=seen.append):
+        losses = [_squared_error(COLUMN, FLAT) for _ in range(2)]
+    assert [loss.ndim for loss in losses] == [0, 0]
+    line = _squared_error.__code__.co_firstlineno + 2
+    source = "return ((pred - target) ** 2).mean()"
+    assert seen == [Stretch("Tensor.sub", ((5, 1), (5,)), (5, 5), __file__, line, source)] * 2
+
+
+@pytest.mark.no_broadcast_guard
+def test_raised_error_is_the_recorded_stretchs_message() -> None:
+    seen: list[Stretch] = []
+    with BroadcastGuard(on_stretch=seen.append):
+        STRETCHING["operator * with a row"][0]()
+    with pytest.raises(BroadcastError) as caught, BroadcastGuard():
+        STRETCHING["operator * with a row"][0]()
+    assert [str(caught.value)] == [stretch.message() for stretch in seen]
 
 
 def test_incompatible_shapes_keep_torchs_own_error(broadcast_guard: BroadcastGuard) -> None:
@@ -152,12 +173,14 @@ def _fit(module: L.LightningModule, callback: BroadcastGuardCallback) -> None:
     trainer.fit(module, data)
 
 
+@pytest.mark.no_broadcast_guard
 def test_callback_raises_inside_its_steps_and_leaves_no_mode_behind() -> None:
     with pytest.raises(BroadcastError, match="sub"):
         _fit(_Broadcaster(clean_steps=2), BroadcastGuardCallback(steps=3))
     assert not torch.overrides._get_current_function_mode_stack()
 
 
+@pytest.mark.no_broadcast_guard
 def test_callback_is_removed_after_its_steps() -> None:
     callback = BroadcastGuardCallback(steps=2)
     _fit(_Broadcaster(clean_steps=2), callback)

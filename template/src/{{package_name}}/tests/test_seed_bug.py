@@ -57,6 +57,7 @@ def test_column_target_raises_naming_argument_and_both_shapes() -> None:
     assert "f32[6]" in message and "f32[6,1]" in message
 
 
+@pytest.mark.no_broadcast_guard
 def test_unchecked_column_target_learns_only_the_mean() -> None:
     correct = _train_and_score(lambda y: y)
     with checks_disabled(), pytest.warns(UserWarning, match="target size"):

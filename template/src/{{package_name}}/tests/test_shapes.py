@@ -182,6 +182,7 @@ def test_a_wrong_dtype_is_a_new_signature() -> None:
         mse_loss(torch.randn(4), torch.ones(4, dtype=torch.int64))
 
 
+@pytest.mark.no_broadcast_guard
 def test_checks_disabled_turns_checking_off_and_back_on() -> None:
     with checks_disabled():
         mse_loss(torch.randn(3), torch.randn(3, 1))
@@ -199,6 +200,7 @@ def test_bf16_autocast_keeps_checks_on() -> None:
             mse_loss(prediction, torch.randn(5, 1, dtype=torch.bfloat16))
 
 
+@pytest.mark.no_broadcast_guard
 @pytest.mark.parametrize("make_net", [lambda: ScalarMLP(8, (16, 16)), lambda: MLP(8, 3, (16,))])
 def test_typed_network_breaks_no_more_graphs_than_unchecked(make_net) -> None:
     net, x = make_net(), torch.randn(32, 8)

@@ -133,6 +133,7 @@ def test_value_loss_rejects_a_column(argument: str) -> None:
         value_loss(**arguments, clip_coef=None)
 
 
+@pytest.mark.no_broadcast_guard
 def test_unchecked_column_advantages_give_every_action_the_same_credit() -> None:
     # What the checks prevent: with (N, 1) advantages the gradient of the loss with respect
     # to each log-probability is the same, -mean(A)/N, whatever that action's advantage.

@@ -240,6 +240,7 @@ def test_seed_rl_bug_unchecked_is_still_caught_by_the_broadcast_guard(
         _fit(tmp_path, "ppo.yaml", "--model.total_env_steps=1024")
 
 
+@pytest.mark.no_broadcast_guard
 def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> None:
     budget = ["--model.total_env_steps=16384", "--model.eval_every_env_steps=0"]
     correct = _fit(tmp_path / "correct", "ppo.yaml", *budget)

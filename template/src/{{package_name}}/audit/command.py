@@ -1,0 +1,248 @@
+"""``python -m <package>.audit [options] SCRIPT [ARGS...]`` or ``... -m MODULE [ARGS...]``:
+run a program as Python would, under the broadcast guard, and report every finding.
+
+The program keeps its own ``sys.argv``, ``__name__ == "__main__"``, working directory and
+import path (the script's folder, or the working directory with ``-m``), and its output
+passes through unchanged; the audit writes to stderr only after the program ends, and the
+``--report`` JSON is the record. Exit status: 1 when there are findings, otherwise the
+program's own status (0 when ``--max-seconds`` stopped it), and 2 for a usage error, which
+is one ``error: ...`` line on stderr before anything runs.
+
+Only the main thread of the main process is audited: DataLoader workers, async
+environments and DDP children run unguarded.
+"""
+
+import argparse
+import importlib.util
+import os
+import runpy
+import signal
+import sys
+import traceback
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, NoReturn
+
+from ..guards.broadcast import BroadcastError, BroadcastGuard, Stretch
+from .findings import Findings
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}\n")
+
+
+class _NoModule(Exception):
+    """``-m`` named a module that does not exist: a usage error, as with ``python -m``."""
+
+
+class _OutOfTime(BaseException):
+    """Raised in the program by ``--max-seconds``; a BaseException, so that the program's
+    own ``except Exception`` does not swallow it (Lightning tears down and re-raises)."""
+
+
+def _parser() -> _Parser:
+    package = __package__ or "audit"
+    parser = _Parser(
+        prog=f"python -m {package}",
+        usage=f"python -m {package} [options] (SCRIPT | -m MODULE) [ARGS ...]",
+        description="Run a Python program under the broadcast guard and report every "
+        "elementwise operation that stretched all of its operands.",
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "--report", type=Path, metavar="FILE.json", help="write the findings as a JSON list"
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        metavar="S",
+        help="stop the program after S seconds and report what was seen",
+    )
+    parser.add_argument(
+        "--stop-on-first",
+        action="store_true",
+        help="raise at the first finding instead of recording it and going on",
+    )
+    parser.add_argument(
+        "--typecheck",
+        action="append",
+        default=[],
+        metavar="PACKAGE",
+        help="also check the annotations of PACKAGE's modules imported from now on "
+        "(repeatable); every violation is a finding",
+    )
+    parser.add_argument(
+        "-m",
+        dest="module",
+        action="store_true",
+        help="run the library module MODULE as a script, as python -m does",
+    )
+    parser.add_argument(
+        "program",
+        nargs=argparse.PARSER,  # the script or module and everything after it, verbatim
+        metavar="SCRIPT | MODULE",
+        help="the program and its own arguments, which pass through untouched",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the audit; returns the exit status (``sys.exit(2)`` on a usage error)."""
+    parser = _parser()
+    options = parser.parse_args(argv)
+    program = options.program[1:] if options.program[0] == "--" else options.program
+    if not program:
+        parser.error("give a SCRIPT or -m MODULE to run")
+    target, args = program[0], program[1:]
+    if not options.module and not os.path.exists(target):
+        parser.error(f"no such script: {target}")
+    if options.report is not None and not options.report.parent.is_dir():
+        parser.error(f"--report: no folder {options.report.parent}")
+    if options.max_seconds is not None and options.max_seconds <= 0:
+        parser.error("--max-seconds must be positive")
+    if options.max_seconds is not None and not hasattr(signal, "setitimer"):
+        parser.error("--max-seconds needs POSIX signals (signal.setitimer)")
+
+    findings = Findings()
+    saved_argv, saved_path = sys.argv, sys.path[:]
+    script = os.path.abspath(target)
+    if options.module:
+        sys.path[0] = os.getcwd()  # as python -m does
+    else:
+        sys.path[0] = script if os.path.isdir(script) else os.path.dirname(script)
+    try:
+        for package in options.typecheck:
+            if importlib.util.find_spec(package.partition(".")[0]) is None:
+                parser.error(f"--typecheck: no package named {package.partition('.')[0]!r}")
+        status, stopped = _run(target, args, options, findings)
+    except _NoModule:
+        parser.error(f"no module named {target!r}")
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    if options.report is not None:
+        findings.write(options.report)
+    _summarise(findings, options.report, stopped)
+    return 1 if len(findings) else status
+
+
+def _run(
+    target: str, args: list[str], options: argparse.Namespace, findings: Findings
+) -> tuple[int, bool]:
+    """Run the program to its end (``sys.path[0]`` is set already; ``main`` restores it
+    and ``sys.argv``); returns its exit status and whether time ran out."""
+
+    def on_stretch(stretch: Stretch) -> None:
+        findings.add_stretch(stretch)
+        if options.stop_on_first:
+            raise BroadcastError(stretch.message())
+
+    hooks = _typecheck(options.typecheck, findings, options.stop_on_first)
+    previous_handler = _start_clock(options.max_seconds)
+    stopped = False
+    try:
+        with BroadcastGuard(on_stretch=on_stretch):
+            if options.module:
+                sys.argv = [target, *args]
+                _find_module(target)
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            else:
+                sys.argv = [os.path.abspath(target), *args]
+                runpy.run_path(sys.argv[0], run_name="__main__")
+        status = 0
+    except _NoModule:
+        raise
+    except SystemExit as exit:
+        status = _exit_status(exit.code)
+    except _OutOfTime:
+        status, stopped = 0, True
+    except BaseException as error:  # the program failed: show it as Python would
+        sys.stdout.flush()
+        traceback.print_exception(type(error), error, _program_frames(error.__traceback__))
+        status = 1
+    finally:
+        _stop_clock(previous_handler)
+        for hook in hooks:
+            hook.uninstall()
+        if hooks:
+            from . import annotations
+
+            annotations.recording(None)
+    return status, stopped
+
+
+def _find_module(name: str) -> None:
+    """Raise :class:`_NoModule` unless ``name`` exists; like ``python -m``, this imports
+    its parent packages (under the guard and the hooks, as part of the program)."""
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        raise _NoModule(name)
+
+
+def _typecheck(packages: list[str], findings: Findings, stop_on_first: bool) -> list[Any]:
+    """jaxtyping's import hook with the recording typechecker, for each package."""
+    if not packages:
+        return []
+    import jaxtyping
+
+    from . import annotations
+
+    annotations.recording(findings, stop_on_first)
+    return [jaxtyping.install_import_hook(packages, annotations.TYPECHECKER)]
+
+
+def _start_clock(seconds: float | None) -> Any:
+    if seconds is None:
+        return None
+
+    def out_of_time(signum: int, frame: FrameType | None) -> None:
+        raise _OutOfTime
+
+    previous = signal.signal(signal.SIGALRM, out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    return previous
+
+
+def _stop_clock(previous: Any) -> None:
+    if previous is not None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _exit_status(code: object) -> int:
+    """What Python's own exit does with ``sys.exit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _program_frames(tb: TracebackType | None) -> TracebackType | None:
+    """The traceback from the program's first frame on, without the audit's and runpy's."""
+    here = os.path.dirname(__file__)
+    while tb is not None and (
+        tb.tb_frame.f_code.co_filename.startswith(here)
+        or tb.tb_frame.f_code.co_filename in (runpy.__file__, "<frozen runpy>")
+    ):
+        tb = tb.tb_next
+    return tb
+
+
+def _summarise(findings: Findings, report: Path | None, stopped: bool) -> None:
+    sys.stdout.flush()
+    lines = []
+    if stopped:
+        lines.append("audit: --max-seconds reached; the program was stopped")
+    count = len(findings)
+    lines.append(f"audit: {count} finding{'s' * (count != 1)}" if count else "audit: no finding")
+    lines += [finding.summary() for finding in findings]
+    if report is not None:
+        lines.append(f"audit: report written to {report.resolve()}")
+    print("\n".join(lines), file=sys.stderr, flush=True)

@@ -1,0 +1,327 @@
+"""``python -m <package>.audit``, run in this process through ``main(argv)``: every planted
+bug of the catalog is reported at its line and its fixed script reports nothing; repeats
+are counted once; the program keeps its argv, name, folder and exit status; ``--typecheck``
+records every violated annotation and lets the program go on; usage errors exit 2."""
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..audit import findings as findings_module
+from ..audit.command import main
+from .helpers.audit_scripts import ATTENTION_MASKS, CATALOG, TWO_BUGS
+
+# The audit runs its own guard; an outer one (--broadcast-guard) would raise at its findings.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Using a target size:UserWarning"),
+    pytest.mark.no_broadcast_guard,
+]
+REPORT_KEYS = {"kind", "op", "shapes", "result", "file", "line", "source", "count"}
+
+
+def _audit(
+    folder: Path, script: str, *options: str, args: tuple[str, ...] = ()
+) -> tuple[int, list[dict[str, Any]]]:
+    """Write ``script`` as ``train.py`` in ``folder``, audit it, return status and report."""
+    path = folder / "train.py"
+    path.write_text(script)
+    report = folder / "report.json"
+    status = main([*options, "--report", str(report), str(path), *args])
+    return status, json.loads(report.read_text())
+
+
+def _places(report: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    return [(finding["file"], finding["line"]) for finding in report]
+
+
+@pytest.mark.parametrize("row", list(CATALOG), ids=list(CATALOG))
+def test_each_planted_catalog_bug_is_reported_at_its_line(row: str, tmp_path: Path) -> None:
+    case = CATALOG[row]
+    status, report = _audit(tmp_path, case.script(planted=True))
+    assert status == 1
+    assert _places(report) == [(str(tmp_path / "train.py"), case.line)]
+    assert report[0]["kind"] == "broadcast" and report[0]["source"] == case.planted
+
+
+@pytest.mark.parametrize("row", list(CATALOG), ids=list(CATALOG))
+def test_each_fixed_catalog_script_reports_nothing(row: str, tmp_path: Path) -> None:
+    assert _audit(tmp_path, CATALOG[row].script(planted=False)) == (0, [])
+
+
+def test_two_planted_bugs_are_both_reported_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, report = _audit(tmp_path, TWO_BUGS)
+    planted = [i for i, line in enumerate(TWO_BUGS.splitlines(), 1) if line.endswith("# planted")]
+    assert status == 1
+    assert _places(report) == [(str(tmp_path / "train.py"), line) for line in planted]
+    assert [finding["count"] for finding in report] == [3, 3]
+    assert [finding["op"] for finding in report] == ["Tensor.mul", "Tensor.sub"]
+    assert [finding["shapes"] for finding in report] == [[[16], [16, 1]], [[16, 1], [16]]]
+    assert all(set(finding) == REPORT_KEYS and finding["result"] == [16, 16] for finding in report)
+    captured = capsys.readouterr()
+    assert captured.out == "trained\n"  # the program's output, unchanged
+    assert "audit: 2 findings" in captured.err and "3 times" in captured.err
+
+
+def test_attention_masks_built_the_usual_ways_report_nothing(tmp_path: Path) -> None:
+    assert _audit(tmp_path, ATTENTION_MASKS) == (0, [])
+
+
+def test_stop_on_first_raises_at_the_first_finding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, report = _audit(tmp_path, TWO_BUGS, "--stop-on-first")
+    assert status == 1 and len(report) == 1 and report[0]["count"] == 1
+    captured = capsys.readouterr()
+    assert "trained" not in captured.out
+    assert "BroadcastError: Tensor.mul stretched every operand" in captured.err
+
+
+def test_program_keeps_its_argv_name_folder_and_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "sibling.py").write_text("VALUE = 42\n")
+    script = textwrap.dedent(
+        """
+        import json, os, sys
+        from sibling import VALUE
+        seen = {"argv": sys.argv[1:], "name": __name__, "cwd": os.getcwd(), "value": VALUE}
+        open(os.path.join(os.path.dirname(__file__), "seen.json"), "w").write(json.dumps(seen))
+        """
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    argv_before = sys.argv[:]
+    status, report = _audit(tmp_path, script, args=("--lr", "3e-4", "-m", "x", "--report", "y"))
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert (status, report) == (0, [])
+    assert seen == {
+        "argv": ["--lr", "3e-4", "-m", "x", "--report", "y"],
+        "name": "__main__",
+        "cwd": str(elsewhere),
+        "value": 42,
+    }
+    assert sys.argv == argv_before
+
+
+@pytest.mark.parametrize(
+    ("ending", "status"),
+    [
+        ("sys.exit(3)", 3),
+        ("sys.exit('bad config')", 1),
+        ("raise RuntimeError('diverged')", 1),
+        ("pass", 0),
+    ],
+)
+def test_exit_status_is_the_programs_own_without_findings(
+    ending: str, status: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _audit(tmp_path, f"import sys\n{ending}\n") == (status, [])
+    error = capsys.readouterr().err
+    if "raise" in ending:
+        assert "RuntimeError: diverged" in error and f"{tmp_path / 'train.py'}" in error
+        assert "runpy" not in error and "command.py" not in error
+
+
+def test_max_seconds_stops_a_long_run_and_reports_what_was_seen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endless = "import torch\nwhile True:\n    error = torch.randn(4, 1) - torch.randn(4)\n"
+    status, report = _audit(tmp_path, endless, "--max-seconds", "0.5")
+    assert status == 1 and len(report) == 1 and report[0]["count"] > 1
+    clean = "import torch\nwhile True:\n    error = torch.randn(4) - torch.randn(4)\n"
+    assert _audit(tmp_path, clean, "--max-seconds", "0.5") == (0, [])
+    assert "--max-seconds reached" in capsys.readouterr().err
+
+
+def test_finding_inside_a_library_also_names_the_users_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    library = tmp_path / "site"
+    library.mkdir()
+    (library / "losslib.py").write_text(
+        "def squared_error(a, b):\n    return ((a - b) ** 2).mean()\n"
+    )
+    monkeypatch.setattr(
+        findings_module, "_LIBRARIES", (*findings_module._LIBRARIES, f"{library}{os.sep}")
+    )
+    monkeypatch.setattr(sys, "path", [sys.path[0], str(library), *sys.path[1:]])
+    monkeypatch.delitem(sys.modules, "losslib", raising=False)
+    script = textwrap.dedent(
+        """\
+        import torch
+        from losslib import squared_error
+
+        loss = squared_error(torch.randn(5, 1), torch.randn(5))
+        """
+    )
+    status, report = _audit(tmp_path, script)
+    assert status == 1
+    assert (report[0]["file"], report[0]["line"]) == (str(library / "losslib.py"), 2)
+    assert (report[0]["user_file"], report[0]["user_line"]) == (str(tmp_path / "train.py"), 4)
+    assert report[0]["user_source"] == "loss = squared_error(torch.randn(5, 1), torch.randn(5))"
+
+
+@pytest.fixture
+def forget_new_modules() -> Any:
+    """Modules the audited programs import from ``tmp_path`` leave ``sys.modules`` after."""
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if not name.startswith(("torch", "jaxtyping", "beartype", "numpy", "einops")):
+            del sys.modules[name]
+
+
+USER_PACKAGE = {
+    "__init__.py": "",
+    "losses.py": """
+        import torch
+        from jaxtyping import Float
+        from torch import Tensor
+
+
+        def mse(
+            pred: Float[Tensor, " batch"], target: Float[Tensor, " batch"]
+        ) -> Float[Tensor, ""]:
+            return ((pred - target) ** 2).mean()
+
+
+        def scaled(x: Float[Tensor, " batch"], factor: int) -> Float[Tensor, " batch"]:
+            return x * factor
+
+
+        class Head(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.linear = torch.nn.Linear(3, 1)
+
+            def forward(self, x: Float[Tensor, "batch 3"]) -> Float[Tensor, " batch"]:
+                return self.linear(x)
+    """,
+}
+
+TYPED_SCRIPT = """import torch
+from userpkg.losses import Head, mse, scaled
+
+for step in range(2):
+    loss = mse(torch.randn(4, 1), torch.randn(4))
+doubled = scaled(torch.randn(4), 2.5)
+values = Head()(torch.randn(4, 3))
+print("finished")
+"""
+
+
+def _user_package(folder: Path) -> None:
+    package = folder / "userpkg"
+    package.mkdir()
+    for name, text in USER_PACKAGE.items():
+        (package / name).write_text(textwrap.dedent(text))
+
+
+def test_typecheck_records_every_violated_annotation_and_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], forget_new_modules: None
+) -> None:
+    _user_package(tmp_path)
+    status, report = _audit(tmp_path, TYPED_SCRIPT, "--typecheck", "userpkg")
+    assert status == 1 and "finished" in capsys.readouterr().out
+    annotations = [finding for finding in report if finding["kind"] == "annotation"]
+    script = str(tmp_path / "train.py")
+    seen = {
+        (f["function"], f["argument"], f["expected"], f["actual"], f["file"], f["line"], f["count"])
+        for f in annotations
+    }
+    assert seen == {
+        ("userpkg.losses.mse", "pred", "Float[Tensor, 'batch']", "float32 (4, 1)", script, 5, 2),
+        ("userpkg.losses.scaled", "factor", "int", "float 2.5", script, 6, 1),
+        (
+            "userpkg.losses.Head.forward",
+            "return",
+            "Float[Tensor, 'batch']",
+            "float32 (4, 1)",
+            script,
+            7,
+            1,
+        ),
+    }
+    assert all(set(f) >= REPORT_KEYS and f["op"] == f["function"] for f in annotations)
+    # The stretch inside mse, which its annotation would have prevented, is a finding too.
+    broadcasts = [(f["file"], f["line"]) for f in report if f["kind"] == "broadcast"]
+    losses = tmp_path / "userpkg" / "losses.py"
+    line = losses.read_text().splitlines().index("    return ((pred - target) ** 2).mean()") + 1
+    assert broadcasts == [(str(losses), line)]
+
+
+def test_typecheck_leaves_the_script_itself_unchecked(
+    tmp_path: Path, forget_new_modules: None
+) -> None:
+    _user_package(tmp_path)
+    script = textwrap.dedent(
+        """\
+        import torch
+        import userpkg
+        from jaxtyping import Float
+        from torch import Tensor
+
+
+        def f(x: Float[Tensor, " batch"]) -> None:
+            pass
+
+
+        f(torch.randn(3, 1))
+        """
+    )
+    assert _audit(tmp_path, script, "--typecheck", "userpkg") == (0, [])
+
+
+def test_typecheck_with_stop_on_first_raises_jaxtypings_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], forget_new_modules: None
+) -> None:
+    _user_package(tmp_path)
+    status, report = _audit(tmp_path, TYPED_SCRIPT, "--typecheck", "userpkg", "--stop-on-first")
+    assert status == 1 and [f["argument"] for f in report] == ["pred"]
+    assert "TypeCheckError" in capsys.readouterr().err
+
+
+def test_module_mode_runs_a_package_module_as_main(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forget_new_modules: None
+) -> None:
+    _user_package(tmp_path)
+    (tmp_path / "userpkg" / "train.py").write_text(CATALOG["same-rank outer broadcast"].script())
+    monkeypatch.chdir(tmp_path)
+    report = tmp_path / "report.json"
+    assert main(["--report", str(report), "-m", "userpkg.train", "--epochs", "1"]) == 1
+    (finding,) = json.loads(report.read_text())
+    assert (finding["file"], finding["line"]) == (str(tmp_path / "userpkg" / "train.py"), 4)
+
+
+USAGE_ERRORS = {
+    "unknown option": ["--nope", "train.py"],
+    "no program": ["--stop-on-first"],
+    "missing script": ["no_such_script.py"],
+    "missing module": ["-m", "no_such_module_anywhere"],
+    "missing submodule": ["-m", "json.no_such_submodule"],
+    "report folder missing": ["--report", "no/such/folder/r.json", "train.py"],
+    "max-seconds not positive": ["--max-seconds", "0", "train.py"],
+    "max-seconds not a number": ["--max-seconds", "soon", "train.py"],
+    "typecheck of nothing": ["--typecheck", "no_such_package_anywhere", "train.py"],
+}
+
+
+@pytest.mark.parametrize("case", list(USAGE_ERRORS), ids=list(USAGE_ERRORS))
+def test_usage_error_exits_2_with_one_error_line(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('ran')\n")
+    with pytest.raises(SystemExit) as exited:
+        main(USAGE_ERRORS[case])
+    captured = capsys.readouterr()
+    assert exited.value.code == 2 and captured.out == ""
+    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1

@@ -1,0 +1,81 @@
+"""``pytest -p <package>.pytest_plugin --broadcast-guard`` on a small suite, in a child
+pytest with the package only on PYTHONPATH (no entry point, no install): a stretching test
+or fixture fails at its line, a grid made at import time and a marked test pass, and
+without the option nothing is guarded."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from .helpers.paths import PACKAGE, SOURCE_ROOT
+
+SUITE = textwrap.dedent(
+    """\
+    import pytest
+    import torch
+
+    POSITIONS = torch.arange(5)
+
+
+    def test_relative_positions():
+        assert (POSITIONS[None, :] - POSITIONS[:, None]).shape == (5, 5)
+
+
+    def test_column_target():
+        prediction, target = torch.randn(4, 1), torch.randn(4)
+        ((prediction - target) ** 2).mean()
+
+
+    @pytest.fixture
+    def stretched():
+        return torch.randn(3, 1) * torch.randn(3)
+
+
+    def test_uses_a_stretching_fixture(stretched):
+        pass
+
+
+    @pytest.mark.no_broadcast_guard
+    def test_shows_the_bug_on_purpose():
+        torch.randn(4, 1) - torch.randn(4)
+    """
+)
+
+
+def _pytest(folder: Path, *options: str) -> list[str]:
+    """The ``-rA`` summary lines of a child pytest on ``folder``'s suite."""
+    path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *options],
+        cwd=folder,
+        env=os.environ | {"PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return done.stdout.splitlines()
+
+
+@pytest.mark.slow
+def test_broadcast_guard_option_fails_each_stretching_test(tmp_path: Path) -> None:
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    lines = _pytest(tmp_path, "-p", f"{PACKAGE}.pytest_plugin", "--broadcast-guard")
+    assert "PASSED test_suite.py::test_relative_positions" in lines
+    assert "PASSED test_suite.py::test_shows_the_bug_on_purpose" in lines
+    assert any(line.startswith("FAILED test_suite.py::test_column_target") for line in lines)
+    assert any(line.startswith("ERROR test_suite.py::test_uses_a_stretching_") for line in lines)
+    stretching = "    ((prediction - target) ** 2).mean()"
+    at = f"test_suite.py:{SUITE.splitlines().index(stretching) + 1}: {stretching.strip()}"
+    assert any(line.endswith(at) for line in lines)
+
+
+@pytest.mark.slow
+def test_without_the_option_the_plugin_guards_nothing(tmp_path: Path) -> None:
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    lines = _pytest(tmp_path, "-p", f"{PACKAGE}.pytest_plugin")
+    assert lines[-1].startswith("4 passed")
