@@ -54,6 +54,7 @@ def test_fast_dev_run_fits(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_async_vectorization_fits(tmp_path: Path) -> None:
     summary = _fit(
         tmp_path,
