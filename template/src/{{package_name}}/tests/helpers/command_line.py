@@ -1,6 +1,9 @@
 """Running an example's command line in a child process, as a user would: the tests of
-refusals need the real exit status and the real last line of output."""
+refusals need the real exit status and the real last line of output, and a long or
+compiled fit keeps its cost and its global state (dynamo's caches) out of pytest's process.
+Every test that calls these starts a process, so it is marked ``slow``."""
 
+import json
 import os
 import subprocess
 import sys
@@ -23,3 +26,13 @@ def run_example(example: str, args: list[str], cwd: Path) -> tuple[int, list[str
         timeout=300,
     )
     return done.returncode, [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def fit_summary(example: str, config: Path, args: list[str], root: Path) -> dict:
+    """``summary.json`` of ``python -m <package>.<example> fit --config CONFIG ARGS`` with its
+    output under ``root``; a run that exits non-zero fails with its last lines."""
+    command = ["fit", "--config", str(config), f"--trainer.default_root_dir={root}", *args]
+    returncode, lines = run_example(example, command, root)
+    assert returncode == 0, "\n".join(lines[-30:])
+    (path,) = root.rglob("summary.json")
+    return json.loads(path.read_text())
