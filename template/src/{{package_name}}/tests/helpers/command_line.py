@@ -12,14 +12,17 @@ from pathlib import Path
 from .paths import PACKAGE, SOURCE_ROOT
 
 
-def run_example(example: str, args: list[str], cwd: Path) -> tuple[int, list[str]]:
+def run_example(
+    example: str, args: list[str], cwd: Path, environment: dict[str, str] | None = None
+) -> tuple[int, list[str]]:
     """Exit status and non-empty output lines (stdout and stderr together) of
-    ``python -m <package>.<example> ARGS``, with this source tree importable."""
+    ``python -m <package>.<example> ARGS``, with this source tree importable and
+    ``environment`` added to this process's."""
     path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-m", f"{PACKAGE}.{example}", *args],
         cwd=cwd,
-        env=os.environ | {"PYTHONPATH": path},
+        env=os.environ | {"PYTHONPATH": path} | (environment or {}),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -30,9 +33,13 @@ def run_example(example: str, args: list[str], cwd: Path) -> tuple[int, list[str
 
 def fit_summary(example: str, config: Path, args: list[str], root: Path) -> dict:
     """``summary.json`` of ``python -m <package>.<example> fit --config CONFIG ARGS`` with its
-    output under ``root``; a run that exits non-zero fails with its last lines."""
+    output under ``root``; a run that exits non-zero fails with its last lines.
+
+    The run has one intra-op thread (what PPO sets, and DDP gives each process): on a
+    machine whose cores are busy, two threads that wait on each other make a small
+    network's fit several times slower."""
     command = ["fit", "--config", str(config), f"--trainer.default_root_dir={root}", *args]
-    returncode, lines = run_example(example, command, root)
+    returncode, lines = run_example(example, command, root, {"OMP_NUM_THREADS": "1"})
     assert returncode == 0, "\n".join(lines[-30:])
     (path,) = root.rglob("summary.json")
     return json.loads(path.read_text())
