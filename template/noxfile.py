@@ -1,4 +1,10 @@
-"""Sessions for this project: ``nox -s tests``, ``nox -s lint``, ``nox -s typecheck``."""
+"""Sessions for this project: ``nox -s tests``, ``nox -s lint``, ``nox -s typecheck``.
+
+``nox -s tests -- -m "not slow"`` is the quick run. It leaves out the few tests that start
+a child process (command lines, DDP, async envs, compiled fits), which take most of the
+full suite's time; the tests' conftest checks that ``slow`` marks exactly those. Anything
+after ``--`` goes to pytest: ``nox -s tests -- -k ppo -x``.
+"""
 
 import nox
 

@@ -1,17 +1,51 @@
-"""Fixtures shared by every test of the package.
+"""Fixtures and checks shared by every test of the package.
 
 ``broadcast_guard``: request it to run a test inside :class:`BroadcastGuard`, so any
 elementwise operation that stretches both operands fails the test at its source line.
+
+The ``slow`` marker is checked, not just written: a test that starts a child process
+(command line, DDP, async envs) fails unless it is marked slow, and one marked slow fails
+unless it starts one. So ``pytest -m "not slow"`` is every test that stays in this process.
 """
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 
 from ..guards import BroadcastGuard
+from .helpers import child_processes
+
+_watching = pytest.MonkeyPatch()
 
 
 @pytest.fixture
 def broadcast_guard() -> Iterator[BroadcastGuard]:
     with BroadcastGuard() as guard:
         yield guard
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    child_processes.watch(_watching)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _watching.undo()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before any fixture of the test is set up, so that a module fixture's process counts.
+    child_processes.reset()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if call.when == "call" and report.passed:
+        problem = child_processes.mismatch(item.get_closest_marker("slow") is not None)
+        if problem:
+            report.outcome = "failed"
+            report.longrepr = f"{item.nodeid} {problem}"
+    return report

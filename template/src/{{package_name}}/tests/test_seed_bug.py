@@ -70,6 +70,7 @@ def test_unchecked_column_target_learns_only_the_mean() -> None:
     assert abs(buggy) < 0.05
 
 
+@pytest.mark.slow
 def test_environment_variable_turns_checks_off() -> None:
     package = __name__.rsplit(".", 2)[0]
     probe = (

@@ -55,6 +55,7 @@ def test_preset_sets_the_trainer_and_keeps_the_example(
         assert printed["model"][key] == value, key
 
 
+@pytest.mark.slow
 def test_sbatch_script_is_valid_bash() -> None:
     if shutil.which("bash") is None:
         pytest.skip("bash is not installed")

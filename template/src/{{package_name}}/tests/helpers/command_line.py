@@ -1,6 +1,9 @@
 """Running an example's command line in a child process, as a user would: the tests of
-refusals need the real exit status and the real last line of output."""
+refusals need the real exit status and the real last line of output, and a long or
+compiled fit keeps its cost and its global state (dynamo's caches) out of pytest's process.
+Every test that calls these starts a process, so it is marked ``slow``."""
 
+import json
 import os
 import subprocess
 import sys
@@ -9,17 +12,34 @@ from pathlib import Path
 from .paths import PACKAGE, SOURCE_ROOT
 
 
-def run_example(example: str, args: list[str], cwd: Path) -> tuple[int, list[str]]:
+def run_example(
+    example: str, args: list[str], cwd: Path, environment: dict[str, str] | None = None
+) -> tuple[int, list[str]]:
     """Exit status and non-empty output lines (stdout and stderr together) of
-    ``python -m <package>.<example> ARGS``, with this source tree importable."""
+    ``python -m <package>.<example> ARGS``, with this source tree importable and
+    ``environment`` added to this process's."""
     path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-m", f"{PACKAGE}.{example}", *args],
         cwd=cwd,
-        env=os.environ | {"PYTHONPATH": path},
+        env=os.environ | {"PYTHONPATH": path} | (environment or {}),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         timeout=300,
     )
     return done.returncode, [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def fit_summary(example: str, config: Path, args: list[str], root: Path) -> dict:
+    """``summary.json`` of ``python -m <package>.<example> fit --config CONFIG ARGS`` with its
+    output under ``root``; a run that exits non-zero fails with its last lines.
+
+    The run has one intra-op thread (what PPO sets, and DDP gives each process): on a
+    machine whose cores are busy, two threads that wait on each other make a small
+    network's fit several times slower."""
+    command = ["fit", "--config", str(config), f"--trainer.default_root_dir={root}", *args]
+    returncode, lines = run_example(example, command, root, {"OMP_NUM_THREADS": "1"})
+    assert returncode == 0, "\n".join(lines[-30:])
+    (path,) = root.rglob("summary.json")
+    return json.loads(path.read_text())

@@ -43,6 +43,7 @@ def test_unknown_env_id_is_refused_in_one_line(tmp_path: Path, env_id: str) -> N
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_command_line_exits_nonzero_naming_the_env_id_last(tmp_path: Path) -> None:
     returncode, lines = run_example("ppo", _args(tmp_path / "run", "CartPol-v1"), tmp_path)
     assert returncode != 0

@@ -1,5 +1,6 @@
 """The PPO example with ``torch.compile`` and bf16 autocast, checks on: it fits, and a
-wrong shape still raises at the compiled networks' boundary."""
+wrong shape still raises at the compiled networks' boundary. The compiled fit runs in a
+child process: compiling costs seconds, and dynamo's caches stay out of pytest's."""
 
 from pathlib import Path
 
@@ -9,6 +10,9 @@ import torch
 from jaxtyping import TypeCheckError
 
 from ...ppo.agent import ActorCritic
+from ..helpers.command_line import fit_summary
+from ..helpers.paths import CONFIGS
+from .test_ppo import QUIET
 from .test_ppo import _fit as fit_example
 
 QUICK = [
@@ -23,9 +27,10 @@ def _fit(root: Path, *extra: str) -> dict:
     return fit_example(root, "ppo.yaml", *QUICK, *extra)
 
 
+@pytest.mark.slow
 def test_compiled_fit_with_checks_on(tmp_path: Path) -> None:
-    torch._dynamo.reset()
-    summary = _fit(tmp_path, "--model.compile=true", "--model.compile_backend=aot_eager")
+    compiled = ["--model.compile=true", "--model.compile_backend=aot_eager"]
+    summary = fit_summary("ppo", CONFIGS / "ppo.yaml", [*QUICK, *QUIET, *compiled], tmp_path)
     assert summary["env_steps"] == 2048
 
 

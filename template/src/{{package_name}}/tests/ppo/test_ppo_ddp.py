@@ -58,6 +58,7 @@ def _logged(root: Path, name: str) -> dict[int, float]:
     return {int(row["step"]): float(row[name]) for row in _rows(path) if row.get(name)}
 
 
+@pytest.mark.slow
 def test_ddp_ranks_collect_different_rollouts_and_count_steps_globally(tmp_path: Path) -> None:
     path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}

@@ -86,6 +86,7 @@ def test_bad_input_is_refused_in_one_line(
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", END_TO_END)
 def test_command_line_exits_nonzero_with_the_problem_last(tmp_path: Path, row: str) -> None:
     returncode, lines = run_example("regression", _args(tmp_path, row), tmp_path)

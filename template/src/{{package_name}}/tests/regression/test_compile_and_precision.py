@@ -1,5 +1,6 @@
 """The regression example with ``torch.compile`` and bf16 autocast, checks on: it fits,
-and a wrong shape still raises at the compiled network's boundary."""
+and a wrong shape still raises at the compiled network's boundary. The compiled fit runs in
+a child process: compiling costs seconds, and dynamo's caches stay out of pytest's."""
 
 from pathlib import Path
 
@@ -8,7 +9,8 @@ import torch
 from jaxtyping import TypeCheckError
 
 from ...regression import RegressionModule
-from .test_regression import QUICK
+from ..helpers.command_line import fit_summary
+from .test_regression import CONFIG, QUICK, QUIET
 from .test_regression import _fit as fit_example
 
 
@@ -16,9 +18,10 @@ def _fit(root: Path, *extra: str) -> dict:
     return fit_example(root, *QUICK, *extra)
 
 
+@pytest.mark.slow
 def test_compiled_fit_with_checks_on(tmp_path: Path) -> None:
-    torch._dynamo.reset()
-    summary = _fit(tmp_path, "--model.compile=true", "--model.compile_backend=aot_eager")
+    compiled = ["--model.compile=true", "--model.compile_backend=aot_eager"]
+    summary = fit_summary("regression", CONFIG, [*QUICK, *QUIET, *compiled], tmp_path)
     assert summary["epochs"] == 2
 
 

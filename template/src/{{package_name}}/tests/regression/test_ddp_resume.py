@@ -33,6 +33,8 @@ QUIET = [
 ]
 DDP = ["--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"]
 
+pytestmark = pytest.mark.slow  # every test here runs the CLI in child processes
+
 
 @pytest.fixture(autouse=True)
 def one_thread() -> Iterator[None]:

@@ -89,6 +89,7 @@ def test_finite_regression_run_never_fires(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("nonfinite_*"))
 
 
+@pytest.mark.slow
 def test_cli_exits_nonzero_with_one_line_summary_last(tmp_path: Path) -> None:
     callbacks = [
         {"class_path": f"{PACKAGE}.guards.NonFiniteLocator"},
