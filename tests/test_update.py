@@ -22,9 +22,11 @@ def _append(path: Path, text: str) -> None:
     path.write_text(path.read_text() + text)
 
 
-def _replace_first_line(path: Path, line: str) -> None:
-    _first, rest = path.read_text().split("\n", 1)
-    path.write_text(f"{line}\n{rest}")
+def _replace_title(path: Path, line: str) -> None:
+    """Replace the first Markdown title line (the template's README may open with Jinja)."""
+    lines = path.read_text().split("\n")
+    index = next(number for number, text in enumerate(lines) if text.startswith("# "))
+    path.write_text("\n".join([*lines[:index], line, *lines[index + 1 :]]))
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,7 @@ def template_repo(template_snapshot: Path, tmp_path_factory: pytest.TempPathFact
     git(repo, "tag", "v1")
 
     readme = repo / "template" / "README.md.jinja"
-    _replace_first_line(readme, "# {{ project_name }}, from template v2")
+    _replace_title(readme, "# {{ project_name }}, from template v2")
     _append(readme, f"\n{V2_SECTION}\n\nA section that v1 did not have.\n")
     (repo / "template" / "CHANGELOG.md").write_text("# Changelog\n\n- v2: a changelog.\n")
     commit_all(repo, "template v2")
@@ -88,7 +90,7 @@ def test_conflicting_line_is_marked_inline_and_unmerged(
     template_repo: Path, tmp_path: Path
 ) -> None:
     project = _project_from_v1(template_repo, tmp_path / "project")
-    _replace_first_line(project / "README.md", "# My Project, the user's title")
+    _replace_title(project / "README.md", "# My Project, the user's title")
     commit_all(project, "user edits the title")
 
     _update_to_v2(project)
@@ -107,7 +109,7 @@ def test_conflicting_line_goes_to_a_rej_file_on_request(
     template_repo: Path, tmp_path: Path
 ) -> None:
     project = _project_from_v1(template_repo, tmp_path / "project")
-    _replace_first_line(project / "README.md", "# My Project, the user's title")
+    _replace_title(project / "README.md", "# My Project, the user's title")
     commit_all(project, "user edits the title")
 
     _update_to_v2(project, conflict="rej")
