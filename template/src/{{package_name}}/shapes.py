@@ -14,8 +14,8 @@ What the decorator guarantees, and what it costs:
   per step. A mismatch raises ``jaxtyping.TypeCheckError`` naming the argument and both
   shapes.
 - A signature that passed is not checked again: the verdict is remembered, and a call
-  then costs up to about 2 µs more than the bare function instead of 15-30 µs (the
-  figures are in ``docs/shape_checks.md``). The last partial batch, batch size 1 or a new
+  then costs a couple of microseconds more than the bare function, a tenth or less of a
+  full check (``docs/shape_checks.md`` says how it works). The last partial batch, batch size 1 or a new
   sequence length are new signatures, so each is checked the first time it arrives. A
   known signature returning a result of a new shape is checked again, without re-running.
 - Nothing is remembered for a function whose annotations read values rather than shapes
