@@ -205,6 +205,21 @@ USER_PACKAGE = {
             def forward(self, x: Float[Tensor, "batch 3"]) -> Float[Tensor, " batch"]:
                 return self.linear(x)
     """,
+    "logs.py": """
+        from typing import Any
+
+
+        def log_step(step: str) -> None:
+            pass
+
+
+        def retry(x: int, *, retries: Any = None) -> int:
+            return x
+
+
+        def configure(x: int, **options: Any) -> int:
+            return x
+    """,
 }
 
 TYPED_SCRIPT = """import torch
@@ -256,6 +271,35 @@ def test_typecheck_records_every_violated_annotation_and_goes_on(
     losses = tmp_path / "userpkg" / "losses.py"
     line = losses.read_text().splitlines().index("    return ((pred - target) ** 2).mean()") + 1
     assert broadcasts == [(str(losses), line)]
+
+
+def test_typecheck_counts_one_violation_with_changing_values_once(
+    tmp_path: Path, forget_new_modules: None
+) -> None:
+    """Deduplicated by the value's type and shape, not the value: the first is displayed."""
+    script = "from userpkg.logs import log_step\n\nfor step in range(4):\n    log_step(step)\n"
+    _user_package(tmp_path)
+    status, report = _audit(tmp_path, script, "--typecheck", "userpkg")
+    assert status == 1
+    assert [(f["argument"], f["actual"], f["line"], f["count"]) for f in report] == [
+        ("step", "int 0", 4, 4)
+    ]
+    assert report[0]["result"] == [] and report[0]["shapes"] == []
+
+
+def test_typecheck_tells_a_parameter_named_ret_from_the_return_value(
+    tmp_path: Path, forget_new_modules: None
+) -> None:
+    """jaxtyping passes the return value to its second stand-in as a keyword ``ret0``; a
+    parameter of the user's own with such a name, or ``**options``, is not that keyword."""
+    script = 'from userpkg.logs import configure, retry\n\nretry("a")\nconfigure("b", v=True)\n'
+    _user_package(tmp_path)
+    status, report = _audit(tmp_path, script, "--typecheck", "userpkg")
+    assert status == 1
+    assert [(f["function"], f["argument"], f["actual"], f["line"], f["count"]) for f in report] == [
+        ("userpkg.logs.retry", "x", "str 'a'", 3, 1),
+        ("userpkg.logs.configure", "x", "str 'b'", 4, 1),
+    ]
 
 
 def test_typecheck_leaves_the_script_itself_unchecked(
