@@ -99,8 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     target, args = program[0], program[1:]
     if not options.module and not os.path.exists(target):
         parser.error(f"no such script: {target}")
-    if options.report is not None and not options.report.parent.is_dir():
-        parser.error(f"--report: no folder {options.report.parent}")
+    if options.report is not None:  # where the audit started, wherever the program goes
+        options.report = options.report.absolute()
+        if not options.report.parent.is_dir():
+            parser.error(f"--report: no folder {options.report.parent}")
     if options.max_seconds is not None and options.max_seconds <= 0:
         parser.error("--max-seconds must be positive")
     if options.max_seconds is not None and not hasattr(signal, "setitimer"):
@@ -244,5 +246,5 @@ def _summarise(findings: Findings, report: Path | None, stopped: bool) -> None:
     lines.append(f"audit: {count} finding{'s' * (count != 1)}" if count else "audit: no finding")
     lines += [finding.summary() for finding in findings]
     if report is not None:
-        lines.append(f"audit: report written to {report.resolve()}")
+        lines.append(f"audit: report written to {report}")
     print("\n".join(lines), file=sys.stderr, flush=True)

@@ -111,6 +111,18 @@ def test_program_keeps_its_argv_name_folder_and_imports(
     assert sys.argv == argv_before
 
 
+def test_a_relative_report_path_is_where_the_audit_started_even_if_the_program_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "train.py").write_text("import os\nos.chdir('elsewhere')\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--report", "report.json", "train.py"]) == 0
+    assert json.loads((tmp_path / "report.json").read_text()) == []
+    assert not (tmp_path / "elsewhere" / "report.json").exists()
+    assert f"report written to {tmp_path / 'report.json'}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("ending", "status"),
     [
