@@ -177,10 +177,15 @@ def _run(
 
 def _find_module(name: str) -> None:
     """Raise :class:`_NoModule` unless ``name`` exists; like ``python -m``, this imports
-    its parent packages (under the guard and the hooks, as part of the program)."""
+    its parent packages (under the guard and the hooks, as part of the program). A package
+    that imports a missing dependency is the program's failure, not a usage error: its
+    ``ModuleNotFoundError`` goes on to be shown with its traceback."""
     try:
         found = importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
+    except ModuleNotFoundError as error:
+        missing = error.name or ""
+        if not (name == missing or name.startswith(f"{missing}.")):
+            raise
         found = False
     if not found:
         raise _NoModule(name)

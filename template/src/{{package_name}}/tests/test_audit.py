@@ -357,6 +357,26 @@ def test_module_mode_runs_a_package_module_as_main(
     assert (finding["file"], finding["line"]) == (str(tmp_path / "userpkg" / "train.py"), 4)
 
 
+def test_module_mode_shows_a_missing_dependency_of_its_package_as_python_would(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    forget_new_modules: None,
+) -> None:
+    """Only a missing target or parent package is a usage error; a missing import inside
+    the package is the program's own failure: its traceback, and exit status 1."""
+    package = tmp_path / "brokenpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("import no_such_dependency_anywhere\n")
+    (package / "train.py").write_text("print('ran')\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["-m", "brokenpkg.train"]) == 1
+    captured = capsys.readouterr()
+    assert "ran" not in captured.out and "error: no module named" not in captured.err
+    assert "No module named 'no_such_dependency_anywhere'" in captured.err
+    assert str(package / "__init__.py") in captured.err  # the traceback names the import
+
+
 USAGE_ERRORS = {
     "unknown option": ["--nope", "train.py"],
     "no program": ["--stop-on-first"],
