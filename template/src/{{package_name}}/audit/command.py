@@ -30,6 +30,9 @@ __all__ = ["main"]
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with a usage error as the one line ``error: ...`` and exit status 2: the
+    program's own arguments follow, so the audit's full usage text would only confuse."""
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message}\n")
 
