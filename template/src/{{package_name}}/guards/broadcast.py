@@ -28,7 +28,8 @@ operation that stretches every operand passes only when it builds a grid or a ma
   views of one tensor. A mask is what comparing a grid with data makes (the padding mask
   above), and what combining masks and grids makes: ``causal & padding``, a query padding
   mask ``(B, T, 1)`` with a key padding mask ``(B, 1, S)``, the pairwise
-  ``m[:, :, None] & m[:, None, :]`` of any mask ``m``.
+  ``m[:, :, None] & m[:, None, :]`` of any mask ``m`` (the same elements; two slices of one
+  buffer are not).
 
 Everything else is data, constants included. Comparisons and arithmetic between data raise
 whatever the dtypes (the accuracy bug ``(pred (N, 1) == y (N,)).float().mean()``), and so do
@@ -348,10 +349,17 @@ def _builds_grid_or_mask(func: Callable[..., Any], tensors: list[torch.Tensor]) 
 
 
 def _views_of_one(tensors: list[torch.Tensor]) -> bool:
-    """Whether every tensor is the same tensor or a view of it: the pairwise mask
-    ``m[:, :, None] & m[:, None, :]`` pairs one mask with itself."""
-    bases = {id(tensor if tensor._base is None else tensor._base) for tensor in tensors}
-    return len(bases) == 1
+    """Whether the tensors are the same elements of one tensor, viewed with other axes: the
+    pairwise mask ``m[:, :, None] & m[:, None, :]`` pairs a mask with itself. Two slices of
+    one buffer (``flags[:, 0:1] | flags[:, 1]``) are different elements."""
+    first = tensors[0]
+    base = first if first._base is None else first._base
+    return all(
+        (tensor if tensor._base is None else tensor._base) is base
+        and tensor.storage_offset() == first.storage_offset()
+        and tensor.numel() == first.numel()
+        for tensor in tensors
+    )
 
 
 class Stretch(NamedTuple):

@@ -149,6 +149,13 @@ def _done_flags_of_two_shapes() -> Tensor:
     return _column(torch.rand(N) > 0.9) | (torch.rand(N) > 0.9)
 
 
+def _done_flags_from_one_buffer() -> Tensor:
+    """Terminated and truncated kept as the two columns of one buffer: views of one tensor,
+    but not of the same elements, so not a pairwise mask."""
+    flags = torch.rand(N, 2) > 0.9
+    return flags[:, 0:1] | flags[:, 1]
+
+
 def _float_padding_mask_times_data() -> Tensor:
     padding = _padding_mask().float()
     return rearrange(padding, "batch t -> batch t 1") * torch.randn(T)
@@ -167,6 +174,7 @@ STILL_BUGS: dict[str, Callable[[], Tensor]] = {
     "ones as weights": _ones_as_weights,
     "bitwise and of integers": _and_of_integers,
     "terminated (N, 1) | truncated (N,)": _done_flags_of_two_shapes,
+    "done flags from columns of one buffer": _done_flags_from_one_buffer,
     "float padding mask times data": _float_padding_mask_times_data,
 }
 
