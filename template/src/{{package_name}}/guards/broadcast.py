@@ -24,12 +24,12 @@ operation that stretches every operand passes only when it builds a grid or a ma
 - it compares a grid with anything: the padding mask ``arange(T)[None, :] < lengths[:, None]``,
   a one-hot ``labels[:, None] == arange(C)``; or it is integer arithmetic with a grid
   (position ids ``start[:, None] + arange(T)``);
-- it combines booleans with ``&``, ``|`` or ``^`` that are all grids or *masks*, or all
-  views of one tensor. A mask is what comparing a grid with data makes (the padding mask
-  above), and what combining masks and grids makes: ``causal & padding``, a query padding
-  mask ``(B, T, 1)`` with a key padding mask ``(B, 1, S)``, the pairwise
-  ``m[:, :, None] & m[:, None, :]`` of any mask ``m`` (the same elements; two slices of one
-  buffer are not).
+- it combines booleans with ``&``, ``|`` or ``^`` that are all grids or *masks*, or all the
+  same elements of one tensor with other axes. A mask is what comparing a grid with data
+  makes (the padding mask above), and what combining masks and grids makes. So
+  ``causal & padding`` passes, and so do a query padding mask ``(B, T, 1)`` with a key
+  padding mask ``(B, 1, S)`` and the pairwise ``m[:, :, None] & m[:, None, :]`` of any mask
+  ``m``; two slices of one buffer (``flags[:, 0:1] | flags[:, 1]``) do not.
 
 Everything else is data, constants included. Comparisons and arithmetic between data raise
 whatever the dtypes (the accuracy bug ``(pred (N, 1) == y (N,)).float().mean()``), and so do
@@ -335,8 +335,8 @@ def _sampled_indices(shapes: list[tuple[int, ...]]) -> bool:
 
 def _builds_grid_or_mask(func: Callable[..., Any], tensors: list[torch.Tensor]) -> bool:
     """The module docstring's rule: a stretch among index grids, a comparison with one,
-    integer arithmetic with one, or ``&``, ``|``, ``^`` between boolean masks that are all
-    grids or masks, or all views of one tensor."""
+    integer arithmetic with one, or ``&``, ``|``, ``^`` between booleans that are all grids
+    or masks, or all the same elements of one tensor."""
     name = _aten_name(getattr(func, "__name__", ""))
     kinds = [_kind(tensor) for tensor in tensors]
     if _GRID in kinds and (max(kinds) == _GRID or name in _COMPARISONS):

@@ -151,7 +151,7 @@ def _done_flags_of_two_shapes() -> Tensor:
 
 def _done_flags_from_one_buffer() -> Tensor:
     """Terminated and truncated kept as the two columns of one buffer: views of one tensor,
-    but not of the same elements, so not a pairwise mask."""
+    but of different elements, so not a pairwise mask."""
     flags = torch.rand(N, 2) > 0.9
     return flags[:, 0:1] | flags[:, 1]
 
