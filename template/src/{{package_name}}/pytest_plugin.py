@@ -7,9 +7,10 @@ the package only has to be importable (``PYTHONPATH=src`` in a checkout). Withou
 ``--broadcast-guard`` the plugin does nothing. A test opts out with
 ``@pytest.mark.no_broadcast_guard`` when it stretches on purpose to show what a bug does,
 runs a guard or an audit of its own, or counts what ``torch.compile`` traces (the guard is
-a ``TorchFunctionMode``, which dynamo sees). Collection (importing the test modules) runs
-under a guard that only records provenance, so a grid made at import time, such as
-``POS = torch.arange(T)``, is known for what it is (see :mod:`.guards.broadcast`).
+a ``TorchFunctionMode``, which dynamo sees). Loading the conftests and collecting (importing
+the test modules) run under a guard that only records provenance, so a grid made at import
+time, such as ``POS = torch.arange(T)`` in a module a conftest imports, is known for what it
+is (see :mod:`.guards.broadcast`).
 """
 
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ import pytest
 
 from .guards.broadcast import BroadcastGuard, Stretch
 
-__all__ = ["pytest_addoption", "pytest_configure"]
+__all__ = ["pytest_addoption", "pytest_configure", "pytest_load_initial_conftests"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -27,6 +28,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="fail every test that stretches all operands of an elementwise operation",
     )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> Iterator[None]:
+    """The first conftests load before ``pytest_configure``; ``-p`` has imported this
+    module by then, and ``--broadcast-guard`` is parsed."""
+    if not early_config.known_args_namespace.broadcast_guard:
+        return (yield)
+    with BroadcastGuard(on_stretch=_ignore):
+        return (yield)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,7 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _ignore(stretch: Stretch) -> None:
-    """Collection only records which tensors are index grids; tests are what is checked."""
+    """Imports only record which tensors are index grids; tests are what is checked."""
 
 
 class _GuardEveryTest:

@@ -4,11 +4,13 @@ beartype's check, except that while an audit runs a violation becomes a finding 
 call goes on. Every violated hint counts, not only shapes.
 
 jaxtyping applies the typechecker to two stand-ins that share the function's signature:
-one takes the parameters, the other also takes the return value as an extra keyword. It
-calls the function itself between them, so recording instead of raising neither skips nor
-repeats the call. A violation in the parameters is reported by the first stand-in only.
+one takes the parameters and its body is ``pass``, the other also takes the return value as
+an extra keyword (``ret0``, or another free name) and returns it. It calls the function
+itself between them, so recording instead of raising neither skips nor repeats the call. A
+violation in the parameters is reported by the first stand-in only.
 """
 
+import dis
 import functools
 import inspect
 import sys
@@ -23,7 +25,7 @@ from beartype.roar import (
     BeartypeException,
 )
 
-from .findings import Finding, Findings, describe, hint_text, places
+from .findings import Finding, Findings, places
 
 __all__ = ["TYPECHECKER", "recording", "reporting_beartype"]
 
@@ -74,14 +76,18 @@ def reporting_beartype(stand_in: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _return_value_parameter(stand_in: Callable[..., Any]) -> str | None:
-    """The keyword through which jaxtyping passes the return value to the second stand-in
-    (``ret0``, or another free name starting with ``ret``); None for the first stand-in."""
-    parameters = list(inspect.signature(stand_in).parameters.values())
-    last = parameters[-1] if parameters else None
-    if last is None or last.kind is not inspect.Parameter.KEYWORD_ONLY:
+    """The keyword through which jaxtyping passes the return value to the second stand-in,
+    which is the one local variable that stand-in's body reads; None for the first stand-in,
+    whose body reads none. A parameter of the user's own named ``ret...``, or a ``**kwargs``
+    after the keyword, cannot be mistaken for it, as a test of the names alone could."""
+    code = getattr(stand_in, "__code__", None)
+    if code is None:
         return None
-    hinted = stand_in.__annotations__.get(last.name)
-    return last.name if last.name.startswith("ret") and hinted is Any else None
+    read = {op.argval for op in dis.get_instructions(code) if op.opname.startswith("LOAD_FAST")}
+    parameter = inspect.signature(stand_in).parameters.get(next(iter(read), ""))
+    if len(read) != 1 or parameter is None:
+        return None
+    return parameter.name if parameter.kind is inspect.Parameter.KEYWORD_ONLY else None
 
 
 def _culprit(
@@ -109,14 +115,16 @@ def _culprit(
 def _record(
     findings: Findings, stand_in: Callable[..., Any], argument: str, hint: object, value: object
 ) -> None:
+    """One more violation, keyed by the value's type and shape rather than the value, so a
+    call in a loop given a new wrong value each step stays one finding."""
     function = f"{stand_in.__module__}.{stand_in.__qualname__}"
-    expected, (actual, shapes) = hint_text(hint), describe(value)
+    expected, (actual, value_type, shapes) = _hint_text(hint), _describe(value)
     innermost, user = places(sys._getframe(1))
     file, line, source = innermost or ("<unknown>", 0, "")
-    key = ("annotation", file, line, function, argument, expected, actual)
+    key = ("annotation", file, line, function, argument, expected, value_type, *map(tuple, shapes))
 
     def make() -> Finding:
-        finding = Finding("annotation", function, shapes, None, file, line, source)
+        finding = Finding("annotation", function, shapes, [], file, line, source)
         finding.function, finding.argument = function, argument
         finding.expected, finding.actual = expected, actual
         if user is not None:
@@ -124,3 +132,26 @@ def _record(
         return finding
 
     findings.add(key, make)
+
+
+def _hint_text(hint: object) -> str:
+    """``Float[Tensor, 'batch']``, ``int``, ``list[int]``: a hint as its author wrote it."""
+    text = repr(hint)
+    if text.startswith("<class '") and text.endswith("'>"):
+        text = text[len("<class '") : -2]
+    for prefix in ("jaxtyping.", "typing.", "builtins.", "torch."):
+        text = text.replace(prefix, "")
+    return text
+
+
+def _describe(value: object) -> tuple[str, str, list[list[int]]]:
+    """What a value is, for a finding's ``actual``; its type (with its dtype, if any), for
+    the key; and its shape, for ``shapes`` (none for a value without one)."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    value_type = type(value).__qualname__
+    if isinstance(shape, tuple) and dtype is not None:  # a tensor or a NumPy array
+        dims, dtype_name = [int(size) for size in shape], str(dtype).removeprefix("torch.")
+        return f"{dtype_name} {tuple(dims)}", f"{value_type} {dtype_name}", [dims]
+    if isinstance(value, bool | int | float | str) or value is None:
+        return f"{type(value).__name__} {value!r:.60}", value_type, []
+    return value_type, value_type, []

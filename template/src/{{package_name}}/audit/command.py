@@ -30,6 +30,9 @@ __all__ = ["main"]
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with a usage error as the one line ``error: ...`` and exit status 2: the
+    program's own arguments follow, so the audit's full usage text would only confuse."""
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message}\n")
 
@@ -99,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     target, args = program[0], program[1:]
     if not options.module and not os.path.exists(target):
         parser.error(f"no such script: {target}")
-    if options.report is not None and not options.report.parent.is_dir():
-        parser.error(f"--report: no folder {options.report.parent}")
+    if options.report is not None:  # where the audit started, wherever the program goes
+        options.report = options.report.absolute()
+        if not options.report.parent.is_dir():
+            parser.error(f"--report: no folder {options.report.parent}")
     if options.max_seconds is not None and options.max_seconds <= 0:
         parser.error("--max-seconds must be positive")
     if options.max_seconds is not None and not hasattr(signal, "setitimer"):
@@ -175,10 +180,15 @@ def _run(
 
 def _find_module(name: str) -> None:
     """Raise :class:`_NoModule` unless ``name`` exists; like ``python -m``, this imports
-    its parent packages (under the guard and the hooks, as part of the program)."""
+    its parent packages (under the guard and the hooks, as part of the program). A package
+    that imports a missing dependency is the program's failure, not a usage error: its
+    ``ModuleNotFoundError`` goes on to be shown with its traceback."""
     try:
         found = importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
+    except ModuleNotFoundError as error:
+        missing = error.name or ""
+        if not (name == missing or name.startswith(f"{missing}.")):
+            raise
         found = False
     if not found:
         raise _NoModule(name)
@@ -244,5 +254,5 @@ def _summarise(findings: Findings, report: Path | None, stopped: bool) -> None:
     lines.append(f"audit: {count} finding{'s' * (count != 1)}" if count else "audit: no finding")
     lines += [finding.summary() for finding in findings]
     if report is not None:
-        lines.append(f"audit: report written to {report.resolve()}")
+        lines.append(f"audit: report written to {report}")
     print("\n".join(lines), file=sys.stderr, flush=True)

@@ -1,5 +1,7 @@
 """What the audit reports: one :class:`Finding` per distinct problem, with how often it
-happened, merged by (file, line, op, shapes), and the JSON report CI reads.
+happened, and the JSON report CI reads. A broadcast is merged by (file, line, op, shapes);
+an annotation by (file, line, function, argument, expected hint, the value's type, shapes),
+so one violation inside a loop is one finding whatever the value at each step.
 
 A finding is attributed to the innermost frame outside torch and the checkers (jaxtyping,
 beartype, this audit). When that frame is in an installed library, ``user_file``,
@@ -19,11 +21,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 from ..guards.broadcast import Stretch
 
-__all__ = ["Finding", "Findings", "describe", "hint_text", "places"]
+__all__ = ["Finding", "Findings", "places"]
 
 _REQUIRED = ("kind", "op", "shapes", "result", "file", "line", "source", "count")
 """Keys every finding has in the report; the others appear only when they apply."""
@@ -33,12 +35,13 @@ _REQUIRED = ("kind", "op", "shapes", "result", "file", "line", "source", "count"
 class Finding:
     """One distinct problem. ``kind`` is ``"broadcast"`` (``op`` stretched ``shapes`` to
     ``result``) or ``"annotation"`` (``function``'s ``argument`` was ``actual``, not
-    ``expected``; ``op`` is the function and ``shapes`` the value's shape, if it has one)."""
+    ``expected``; ``op`` is the function, ``shapes`` the value's shape if it has one, and
+    ``result`` empty). ``actual`` is the first value seen; ``count`` counts them all."""
 
-    kind: str
+    kind: Literal["broadcast", "annotation"]
     op: str
     shapes: list[list[int]]
-    result: list[int] | None
+    result: list[int]
     file: str
     line: int
     source: str
@@ -61,7 +64,7 @@ class Finding:
         if self.kind == "broadcast":
             shapes = [tuple(shape) for shape in self.shapes]
             listed = ", ".join(map(str, shapes[:-1])) + f" and {shapes[-1]}"
-            what = f"{self.op} stretched every operand: {listed} -> {tuple(self.result or ())}"
+            what = f"{self.op} stretched every operand: {listed} -> {tuple(self.result)}"
         else:
             what = f"{self.function}: {self.argument} is {self.actual}, not {self.expected}"
         lines = [f"  {what}, {times}", f"    at {self.file}:{self.line}: {self.source}"]
@@ -194,24 +197,3 @@ def _user_fields(user: _Place | None) -> dict[str, Any]:
     if user is None:
         return {}
     return dict(zip(("user_file", "user_line", "user_source"), user, strict=True))
-
-
-def hint_text(hint: object) -> str:
-    """``Float[Tensor, 'batch']``, ``int``, ``list[int]``: a hint as its author wrote it."""
-    text = repr(hint)
-    if text.startswith("<class '") and text.endswith("'>"):
-        text = text[len("<class '") : -2]
-    for prefix in ("jaxtyping.", "typing.", "builtins.", "torch."):
-        text = text.replace(prefix, "")
-    return text
-
-
-def describe(value: object) -> tuple[str, list[list[int]]]:
-    """What a value is, for a finding's ``actual``, and its shape for ``shapes`` (if any)."""
-    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
-    if isinstance(shape, tuple) and dtype is not None:  # a tensor or a NumPy array
-        dims = [int(size) for size in shape]
-        return f"{str(dtype).removeprefix('torch.')} {tuple(dims)}", [dims]
-    if isinstance(value, bool | int | float | str) or value is None:
-        return f"{type(value).__name__} {value!r:.60}", []
-    return type(value).__qualname__, []

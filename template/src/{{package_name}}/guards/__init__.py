@@ -1,7 +1,7 @@
 """Runtime guards for the shape mistakes that annotations cannot see.
 
-- :mod:`.broadcast`: :class:`BroadcastGuard`, :class:`BroadcastError` and :class:`Stretch`;
-  torch only, so it can be copied into plain PyTorch code.
+- :mod:`.broadcast`: :class:`BroadcastGuard`, :class:`BroadcastError`, :class:`Stretch` and
+  :func:`mark_grid`; torch only, so it can be copied into plain PyTorch code.
 - :mod:`.callbacks`: the Lightning callbacks, :class:`BroadcastGuardCallback` and
   :class:`NonFiniteLocator` (with :class:`NonFiniteError`). They load on first use, so
   ``python -m <package>.audit`` on a plain PyTorch script does not import Lightning.
@@ -9,7 +9,7 @@
 
 from typing import TYPE_CHECKING
 
-from .broadcast import BroadcastError, BroadcastGuard, Stretch
+from .broadcast import BroadcastError, BroadcastGuard, Stretch, mark_grid
 
 if TYPE_CHECKING:
     from .callbacks import BroadcastGuardCallback, NonFiniteError, NonFiniteLocator
@@ -21,6 +21,7 @@ __all__ = [
     "NonFiniteError",
     "NonFiniteLocator",
     "Stretch",
+    "mark_grid",
 ]
 
 

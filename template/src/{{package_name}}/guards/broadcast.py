@@ -24,14 +24,23 @@ operation that stretches every operand passes only when it builds a grid or a ma
 - it compares a grid with anything: the padding mask ``arange(T)[None, :] < lengths[:, None]``,
   a one-hot ``labels[:, None] == arange(C)``; or it is integer arithmetic with a grid
   (position ids ``start[:, None] + arange(T)``);
-- it combines boolean masks with ``&``, ``|`` or ``^``, whatever made them:
-  ``causal & padding``, the pairwise ``m[:, :, None] & m[:, None, :]``.
+- it combines booleans with ``&``, ``|`` or ``^`` that are all grids or *masks*, or all the
+  same elements of one tensor with other axes. A mask is what comparing a grid with data
+  makes (the padding mask above), and what combining masks and grids makes. So
+  ``causal & padding`` passes, and so do a query padding mask ``(B, T, 1)`` with a key
+  padding mask ``(B, 1, S)`` and the pairwise ``m[:, :, None] & m[:, None, :]`` of any mask
+  ``m``; two slices of one buffer (``flags[:, 0:1] | flags[:, 1]``) do not.
 
 Everything else is data, constants included. Comparisons and arithmetic between data raise
 whatever the dtypes (the accuracy bug ``(pred (N, 1) == y (N,)).float().mean()``), and so do
-float arithmetic with a grid (``sin(linspace(...)[:, None]) + noise (N,)``), ``ones(N) *
-column`` and a ``zeros`` buffer once filled. Float masks are data once combined with data:
-build masks as booleans. Tensors made before the guard started count as data.
+``terminated (N, 1) | truncated (N,)``, float arithmetic with a grid
+(``sin(linspace(...)[:, None]) + noise (N,)``), ``ones(N) * column`` and a ``zeros`` buffer
+once filled. Float masks are data once combined with data: build masks as booleans.
+
+Provenance is followed only while a guard is on, so a grid made before the guard started
+counts as data: ``mark_grid(tensor)`` says what it is. ``BroadcastGuardCallback`` marks its
+module's integer and boolean buffers (a ``register_buffer("positions", arange(T))`` or a
+causal mask from ``__init__``) each time it arms.
 """
 
 import linecache
@@ -45,7 +54,7 @@ from typing import Any, NamedTuple
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["BroadcastError", "BroadcastGuard", "Stretch"]
+__all__ = ["BroadcastError", "BroadcastGuard", "Stretch", "mark_grid"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _HINT = (
@@ -92,7 +101,7 @@ _Operands = tuple[str, ...] | bool
 """What to check in a call: False nothing, True every tensor argument, or the named ones."""
 
 # What a call does to the provenance of tensors (see the module docstring).
-_DERIVES, _MAKES_GRID, _MAKES_CONSTANT, _TRIANGLE, _WRITES, _MAKES_DATA = range(6)
+_DERIVES, _MAKES_GRID, _MAKES_CONSTANT, _TRIANGLE, _WRITES, _MAKES_DATA, _COMPARES = range(7)
 _FACTORIES = (_MAKES_GRID, _MAKES_CONSTANT)
 _INDEX_GRIDS = {"arange", "range", "linspace", "logspace", "eye", "tril_indices", "triu_indices"}
 _CONSTANTS = {"ones", "zeros", "full", "ones_like", "zeros_like", "full_like"}
@@ -113,10 +122,12 @@ _CLASSIFIED: dict[Callable[..., Any], tuple[_Operands, int]] = {}
 """The ``_Operands`` and provenance role of each function seen so far; every torch call
 looks itself up here."""
 
-_CONSTANT, _GRID, _DATA = 0, 1, 2
-"""Provenance, ordered: a result is the most data-like of its inputs."""
+_CONSTANT, _GRID, _MASK, _DATA = 0, 1, 2, 3
+"""Provenance, ordered: a result is the most data-like of its inputs, except that comparing
+a grid with data makes a mask."""
 _TRACKED: dict[int, tuple[weakref.ref[torch.Tensor], int]] = {}
-"""``id`` -> (weak reference, ``_CONSTANT`` or ``_GRID``); every other tensor is data."""
+"""``id`` -> (weak reference, ``_CONSTANT``, ``_GRID`` or ``_MASK``); any other tensor is
+data."""
 
 
 class BroadcastError(ValueError):
@@ -157,7 +168,8 @@ def _classify(func: Callable[..., Any]) -> tuple[_Operands, int]:
 def _role(name: str) -> int:
     """What a function named ``name`` does to provenance: makes a grid or a constant, turns
     a constant into a mask (``tril``, ``triu``), writes into its first argument, makes data
-    (random, uninitialised or copied values), or derives its result from its inputs."""
+    (random, uninitialised or copied values), compares, or derives its result from its
+    inputs."""
     core = _aten_name(name)
     if core in _INDEX_GRIDS:
         return _MAKES_GRID
@@ -170,11 +182,12 @@ def _role(name: str) -> int:
     in_place = name.endswith("_") and not name.endswith("__")
     if in_place or name in ("__setitem__", "__set__") or name[2:-2] in _IN_PLACE_OPERATORS:
         return _WRITES
-    return _DERIVES
+    return _COMPARES if core in _COMPARISONS else _DERIVES
 
 
 def _kind(value: object) -> int:
-    """``_CONSTANT``, ``_GRID`` or ``_DATA``: anything untracked, or not a tensor, is data."""
+    """``_CONSTANT``, ``_GRID``, ``_MASK`` or ``_DATA``: anything untracked, or not a tensor,
+    is data."""
     entry = _TRACKED.get(id(value))
     return _DATA if entry is None or entry[0]() is not value else entry[1]
 
@@ -187,6 +200,15 @@ def _remember(result: object, kind: int) -> None:
             _TRACKED.pop(key, None)
         else:
             _TRACKED[key] = (weakref.ref(tensor, lambda _, key=key: _TRACKED.pop(key, None)), kind)
+
+
+def mark_grid(tensor: torch.Tensor) -> torch.Tensor:
+    """Count ``tensor`` as an index grid from now on, as if ``arange`` had made it under the
+    guard, and return it: for a grid or a mask made before any guard started, such as
+    ``POSITIONS = mark_grid(torch.arange(T))`` at import time. Data written into it later
+    makes it data again."""
+    _remember(tensor, _GRID)
+    return tensor
 
 
 def _tensor_items(result: object) -> list[torch.Tensor]:
@@ -218,9 +240,10 @@ def _tensors_in(values: Sequence[Any]) -> list[Any]:
 def _track(
     role: int, name: str, args: Sequence[Any], kwargs: Mapping[str, Any], result: Any
 ) -> None:
-    """Update provenance after a call. Runs only for factories and for calls whose first
-    argument is already a grid or a constant (an entry leaves ``_TRACKED`` when its tensor
-    dies, so ``id`` in ``_TRACKED`` means tracked), and data-only code pays one lookup."""
+    """Update provenance after a call. Runs only for factories, for comparisons while
+    anything is tracked, and for calls whose first argument is tracked already (an entry
+    leaves ``_TRACKED`` when its tensor dies, so ``id`` in ``_TRACKED`` means tracked), so
+    data-only code pays one lookup."""
     if role in _FACTORIES:
         _remember(result, _GRID if role == _MAKES_GRID else _CONSTANT)
     elif role == _TRIANGLE:
@@ -232,7 +255,10 @@ def _track(
     else:
         sources = args[1:] if role == _WRITES else args
         inputs = _tensors_in([*sources, *(v for k, v in kwargs.items() if k != "out")])
-        kind = max(map(_kind, inputs), default=_DATA if role == _DERIVES else _CONSTANT)
+        kinds = list(map(_kind, inputs))
+        kind = max(kinds, default=_CONSTANT if role == _WRITES else _DATA)
+        if role == _COMPARES and kind == _DATA and _GRID in kinds:
+            kind = _MASK  # a padding mask: arange(T)[None, :] < lengths[:, None]
         target = args[0] if role == _WRITES else result
         kind = max(kind, _kind(target)) if role == _WRITES else kind
         if kind != _DATA:
@@ -309,14 +335,31 @@ def _sampled_indices(shapes: list[tuple[int, ...]]) -> bool:
 
 def _builds_grid_or_mask(func: Callable[..., Any], tensors: list[torch.Tensor]) -> bool:
     """The module docstring's rule: a stretch among index grids, a comparison with one,
-    integer arithmetic with one, or ``&``, ``|``, ``^`` between boolean masks."""
+    integer arithmetic with one, or ``&``, ``|``, ``^`` between booleans that are all grids
+    or masks, or all the same elements of one tensor."""
     name = _aten_name(getattr(func, "__name__", ""))
     kinds = [_kind(tensor) for tensor in tensors]
-    if _GRID in kinds and (_DATA not in kinds or name in _COMPARISONS):
+    if _GRID in kinds and (max(kinds) == _GRID or name in _COMPARISONS):
         return True
     if _GRID in kinds and not any(t.is_floating_point() or t.is_complex() for t in tensors):
         return True
-    return name in _MASK_LOGIC and all(tensor.dtype == torch.bool for tensor in tensors)
+    if name not in _MASK_LOGIC or any(tensor.dtype != torch.bool for tensor in tensors):
+        return False
+    return all(kind in (_GRID, _MASK) for kind in kinds) or _views_of_one(tensors)
+
+
+def _views_of_one(tensors: list[torch.Tensor]) -> bool:
+    """Whether the tensors are the same elements of one tensor, viewed with other axes: the
+    pairwise mask ``m[:, :, None] & m[:, None, :]`` pairs a mask with itself. Two slices of
+    one buffer (``flags[:, 0:1] | flags[:, 1]``) are different elements."""
+    first = tensors[0]
+    base = first if first._base is None else first._base
+    return all(
+        (tensor if tensor._base is None else tensor._base) is base
+        and tensor.storage_offset() == first.storage_offset()
+        and tensor.numel() == first.numel()
+        for tensor in tensors
+    )
 
 
 class Stretch(NamedTuple):
@@ -401,6 +444,8 @@ class BroadcastGuard(TorchFunctionMode):
                 if stretch is not None and self.on_stretch is not None:
                     self.on_stretch(stretch)
         result = func(*args, **kwargs)
-        if role in _FACTORIES or (_TRACKED and args and id(_first(args[0])) in _TRACKED):
+        if role in _FACTORIES or (
+            _TRACKED and args and (role == _COMPARES or id(_first(args[0])) in _TRACKED)
+        ):
             _track(role, getattr(func, "__name__", ""), args, kwargs, result)
         return result

@@ -24,7 +24,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import move_data_to_device
 
 from ..shapes import Float, Int, Scalar, Tensor, typechecked
-from .broadcast import BroadcastGuard
+from .broadcast import BroadcastGuard, mark_grid
 
 __all__ = ["BroadcastGuardCallback", "NonFiniteError", "NonFiniteLocator"]
 
@@ -36,6 +36,9 @@ class BroadcastGuardCallback(Callback):
     The guard is on from ``on_train_epoch_start`` until the ``steps``-th
     ``on_train_batch_end``, so it also sees each batch being fetched (PPO collects its
     rollout there) and any validation run in between. Backward runs in C++ and is not seen.
+    Each time it arms, the module's integer and boolean buffers are marked as index grids
+    (:func:`~.broadcast.mark_grid`): they were made in ``__init__``, before any guard, and
+    position grids and causal masks are what such buffers hold.
     """
 
     def __init__(self, steps: int = 50) -> None:
@@ -48,12 +51,12 @@ class BroadcastGuardCallback(Callback):
         self._guard: BroadcastGuard | None = None
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._arm()
+        self._arm(pl_module)
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        self._arm()
+        self._arm(pl_module)
 
     def on_train_batch_end(
         self,
@@ -79,8 +82,11 @@ class BroadcastGuardCallback(Callback):
     ) -> None:
         self._release()
 
-    def _arm(self) -> None:
+    def _arm(self, pl_module: L.LightningModule) -> None:
         if self.guarded < self.steps and self._guard is None:
+            for buffer in pl_module.buffers():
+                if not (buffer.is_floating_point() or buffer.is_complex()):
+                    mark_grid(buffer)
             self._guard = BroadcastGuard()
             self._guard.__enter__()
 

@@ -111,6 +111,18 @@ def test_program_keeps_its_argv_name_folder_and_imports(
     assert sys.argv == argv_before
 
 
+def test_a_relative_report_path_is_where_the_audit_started_even_if_the_program_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "train.py").write_text("import os\nos.chdir('elsewhere')\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--report", "report.json", "train.py"]) == 0
+    assert json.loads((tmp_path / "report.json").read_text()) == []
+    assert not (tmp_path / "elsewhere" / "report.json").exists()
+    assert f"report written to {tmp_path / 'report.json'}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("ending", "status"),
     [
@@ -205,6 +217,21 @@ USER_PACKAGE = {
             def forward(self, x: Float[Tensor, "batch 3"]) -> Float[Tensor, " batch"]:
                 return self.linear(x)
     """,
+    "logs.py": """
+        from typing import Any
+
+
+        def log_step(step: str) -> None:
+            pass
+
+
+        def retry(x: int, *, retries: Any = None) -> int:
+            return x
+
+
+        def configure(x: int, **options: Any) -> int:
+            return x
+    """,
 }
 
 TYPED_SCRIPT = """import torch
@@ -258,6 +285,35 @@ def test_typecheck_records_every_violated_annotation_and_goes_on(
     assert broadcasts == [(str(losses), line)]
 
 
+def test_typecheck_counts_one_violation_with_changing_values_once(
+    tmp_path: Path, forget_new_modules: None
+) -> None:
+    """Deduplicated by the value's type and shape, not the value: the first is displayed."""
+    script = "from userpkg.logs import log_step\n\nfor step in range(4):\n    log_step(step)\n"
+    _user_package(tmp_path)
+    status, report = _audit(tmp_path, script, "--typecheck", "userpkg")
+    assert status == 1
+    assert [(f["argument"], f["actual"], f["line"], f["count"]) for f in report] == [
+        ("step", "int 0", 4, 4)
+    ]
+    assert report[0]["result"] == [] and report[0]["shapes"] == []
+
+
+def test_typecheck_tells_a_parameter_named_ret_from_the_return_value(
+    tmp_path: Path, forget_new_modules: None
+) -> None:
+    """jaxtyping passes the return value to its second stand-in as a keyword ``ret0``; a
+    parameter of the user's own with such a name, or ``**options``, is not that keyword."""
+    script = 'from userpkg.logs import configure, retry\n\nretry("a")\nconfigure("b", v=True)\n'
+    _user_package(tmp_path)
+    status, report = _audit(tmp_path, script, "--typecheck", "userpkg")
+    assert status == 1
+    assert [(f["function"], f["argument"], f["actual"], f["line"], f["count"]) for f in report] == [
+        ("userpkg.logs.retry", "x", "str 'a'", 3, 1),
+        ("userpkg.logs.configure", "x", "str 'b'", 4, 1),
+    ]
+
+
 def test_typecheck_leaves_the_script_itself_unchecked(
     tmp_path: Path, forget_new_modules: None
 ) -> None:
@@ -299,6 +355,26 @@ def test_module_mode_runs_a_package_module_as_main(
     assert main(["--report", str(report), "-m", "userpkg.train", "--epochs", "1"]) == 1
     (finding,) = json.loads(report.read_text())
     assert (finding["file"], finding["line"]) == (str(tmp_path / "userpkg" / "train.py"), 4)
+
+
+def test_module_mode_shows_a_missing_dependency_of_its_package_as_python_would(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    forget_new_modules: None,
+) -> None:
+    """Only a missing target or parent package is a usage error; a missing import inside
+    the package is the program's own failure: its traceback, and exit status 1."""
+    package = tmp_path / "brokenpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("import no_such_dependency_anywhere\n")
+    (package / "train.py").write_text("print('ran')\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["-m", "brokenpkg.train"]) == 1
+    captured = capsys.readouterr()
+    assert "ran" not in captured.out and "error: no module named" not in captured.err
+    assert "No module named 'no_such_dependency_anywhere'" in captured.err
+    assert str(package / "__init__.py") in captured.err  # the traceback names the import
 
 
 USAGE_ERRORS = {

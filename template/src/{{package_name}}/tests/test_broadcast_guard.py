@@ -188,6 +188,49 @@ def test_callback_is_removed_after_its_steps() -> None:
     assert not torch.overrides._get_current_function_mode_stack()
 
 
+class _MaskedScores(L.LightningModule):
+    """Registers a position grid and a causal mask in ``__init__``, before ``fit`` arms the
+    guard, and builds relative positions and a padded causal mask from them in each step."""
+
+    positions: torch.Tensor
+    causal: torch.Tensor
+
+    def __init__(self, time: int = 4) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(3, time * time)
+        self.register_buffer("positions", torch.arange(time))
+        self.register_buffer("causal", torch.ones(time, time, dtype=torch.bool).tril())
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        x, _ = batch
+        relative = rearrange(self.positions, "k -> 1 k") - rearrange(self.positions, "q -> q 1")
+        keep = rearrange(x[:, 0] > -3, "batch -> batch 1 1") & self.causal
+        scores = rearrange(self.net(x), "batch (q k) -> batch q k", q=len(self.positions))
+        scores = scores + relative
+        return scores.masked_fill(~keep, 0.0).pow(2).mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.no_broadcast_guard
+def test_callback_knows_the_modules_grid_and_mask_buffers_made_before_it_armed() -> None:
+    callback = BroadcastGuardCallback(steps=3)
+    _fit(_MaskedScores(), callback)
+    assert callback.guarded == 3
+
+
+@pytest.mark.no_broadcast_guard
+def test_mark_grid_makes_a_tensor_from_before_the_guard_a_grid() -> None:
+    pos = torch.arange(N)
+    with pytest.raises(BroadcastError), BroadcastGuard():
+        _ = rearrange(pos, "k -> 1 k") - rearrange(pos, "q -> q 1")
+    assert broadcast.mark_grid(pos) is pos
+    with BroadcastGuard():
+        relative = rearrange(pos, "k -> 1 k") - rearrange(pos, "q -> q 1")
+        assert relative.shape == (N, N)
+
+
 def test_broadcast_module_imports_only_torch_and_the_standard_library() -> None:
     """``guards/broadcast.py`` is meant to be copied into plain PyTorch code as it is."""
     imported = []

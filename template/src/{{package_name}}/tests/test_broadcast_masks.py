@@ -35,8 +35,16 @@ def _causal_and_padding() -> Tensor:
     return _causal_mask() & rearrange(_padding_mask(), "batch t -> batch 1 1 t")
 
 
+def _cross_attention_padding() -> Tensor:
+    """Queries and keys padded to lengths of their own: two masks, each of them a comparison
+    of a grid with data (the grid on either side), combined."""
+    queries = _column(torch.tensor([4, 2, 6, 1])) > _row(torch.arange(T))
+    keys = _row(torch.arange(T - 2)) < _column(torch.tensor([3, 4, 1, 2]))
+    return rearrange(queries, "b q -> b q 1") & rearrange(keys, "b k -> b 1 k")
+
+
 def _pairwise_mask() -> Tensor:
-    """Of a mask that comes from data, not from a grid: ``&`` of booleans is enough."""
+    """Of a mask that comes from data, not from a grid: two views of the same mask."""
     m = torch.rand(B, T) > 0.3
     return rearrange(m, "batch t -> batch t 1") & rearrange(m, "batch t -> batch 1 t")
 
@@ -78,6 +86,7 @@ MASK_BUILDERS: dict[str, Callable[[], Tensor]] = {
     "padding mask": _padding_mask,
     "causal mask": _causal_mask,
     "causal & padding": _causal_and_padding,
+    "cross-attention padding": _cross_attention_padding,
     "pairwise mask": _pairwise_mask,
     "relative positions": _relative_positions,
     "tril of ones | data mask": _triangular_mask_of_ones_or_data,
@@ -135,6 +144,23 @@ def _and_of_integers() -> Tensor:
     return _column(torch.randint(0, 4, (N,))) & torch.randint(0, 4, (N,))
 
 
+def _done_flags_of_two_shapes() -> Tensor:
+    """``terminated (N, 1) | truncated (N,)``: two boolean masks, both from data."""
+    return _column(torch.rand(N) > 0.9) | (torch.rand(N) > 0.9)
+
+
+def _done_flags_from_one_buffer() -> Tensor:
+    """Terminated and truncated kept as the two columns of one buffer: views of one tensor,
+    but of different elements, so not a pairwise mask."""
+    flags = torch.rand(N, 2) > 0.9
+    return flags[:, 0:1] | flags[:, 1]
+
+
+def _float_padding_mask_times_data() -> Tensor:
+    padding = _padding_mask().float()
+    return rearrange(padding, "batch t -> batch t 1") * torch.randn(T)
+
+
 STILL_BUGS: dict[str, Callable[[], Tensor]] = {
     "accuracy, argmax kept as a column": _accuracy_of_argmax_kept_as_a_column,
     "accuracy of a binary classifier": _accuracy_of_a_binary_classifier,
@@ -147,6 +173,9 @@ STILL_BUGS: dict[str, Callable[[], Tensor]] = {
     "targets from linspace plus noise": _synthetic_targets_from_linspace,
     "ones as weights": _ones_as_weights,
     "bitwise and of integers": _and_of_integers,
+    "terminated (N, 1) | truncated (N,)": _done_flags_of_two_shapes,
+    "done flags from columns of one buffer": _done_flags_from_one_buffer,
+    "float padding mask times data": _float_padding_mask_times_data,
 }
 
 

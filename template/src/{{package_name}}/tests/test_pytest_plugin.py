@@ -1,9 +1,11 @@
 """``pytest -p <package>.pytest_plugin --broadcast-guard`` on a small suite, in a child
 pytest with the package only on PYTHONPATH (no entry point, no install): a stretching test
-or fixture fails at its line, a grid made at import time and a marked test pass, and
-without the option nothing is guarded."""
+or fixture fails at its line, a grid made at import time (by a test module, or by a module
+a conftest imports) and a marked test pass, and without the option nothing is guarded.
+This project's own loss, network, metric and mask tests pass under the option."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers.paths import PACKAGE, SOURCE_ROOT
+from .helpers.paths import PACKAGE, PROJECT_ROOT, SOURCE_ROOT
 
 SUITE = textwrap.dedent(
     """\
@@ -47,7 +49,7 @@ SUITE = textwrap.dedent(
 
 
 def _pytest(folder: Path, *options: str) -> list[str]:
-    """The ``-rA`` summary lines of a child pytest on ``folder``'s suite."""
+    """The ``-rA`` summary lines of a child pytest run in ``folder``."""
     path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *options],
@@ -79,3 +81,29 @@ def test_without_the_option_the_plugin_guards_nothing(tmp_path: Path) -> None:
     (tmp_path / "test_suite.py").write_text(SUITE)
     lines = _pytest(tmp_path, "-p", f"{PACKAGE}.pytest_plugin")
     assert lines[-1].startswith("4 passed")
+
+
+@pytest.mark.slow
+def test_a_grid_made_while_the_conftests_load_is_a_grid(tmp_path: Path) -> None:
+    (tmp_path / "grids.py").write_text("import torch\n\nPOSITIONS = torch.arange(5)\n")
+    (tmp_path / "conftest.py").write_text("import grids  # noqa: F401\n")
+    (tmp_path / "test_relative.py").write_text(
+        "from grids import POSITIONS\n\n\ndef test_relative_positions():\n"
+        "    assert (POSITIONS[None, :] - POSITIONS[:, None]).shape == (5, 5)\n"
+    )
+    lines = _pytest(tmp_path, "-p", f"{PACKAGE}.pytest_plugin", "--broadcast-guard")
+    assert "PASSED test_relative.py::test_relative_positions" in lines
+
+
+OWN_TESTS = ["test_losses.py", "test_nets.py", "test_metrics.py", "test_broadcast_masks.py"]
+"""The tests of this project's typed functions and of the guard's mask rule: with the
+option, each of them runs under a second guard, the plugin's."""
+
+
+@pytest.mark.slow
+def test_this_projects_own_tests_pass_under_the_option() -> None:
+    tests = [str(Path(__file__).parent / name) for name in OWN_TESTS]
+    lines = _pytest(PROJECT_ROOT, "-p", f"{PACKAGE}.pytest_plugin", "--broadcast-guard", *tests)
+    summary = lines[-1] if lines else ""
+    assert re.match(r"=* ?\d+ passed", summary), lines[-30:]
+    assert "failed" not in summary and "error" not in summary, lines[-30:]
