@@ -13,6 +13,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 from ..cli import ExampleCLI, OneLineErrorParser, checkpoint_dir, processes_released
 from ..errors import user_errors
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
+from ..preemption import SlurmRequeue
 from ..run_summary import RunSummary
 from .module import PPOModule
 
@@ -57,6 +58,7 @@ def main(args: list[str] | None = None) -> PPOCLI:
                     RunSummary(metrics=()),
                     BroadcastGuardCallback(steps=2),
                     NonFiniteLocator(),
+                    SlurmRequeue(),
                 ],
             },
             save_config_kwargs={"overwrite": True},

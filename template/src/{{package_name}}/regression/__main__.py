@@ -15,6 +15,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 from ..cli import ExampleCLI, OneLineErrorParser, checkpoint_dir, processes_released
 from ..errors import user_errors
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
+from ..preemption import SlurmRequeue
 from ..run_summary import RunSummary
 from .data import RegressionData
 from .module import RegressionModule
@@ -47,6 +48,7 @@ def main(args: list[str] | None = None) -> RegressionCLI:
                     RunSummary(metrics=("val_r2", "val_mae", "val_loss")),
                     BroadcastGuardCallback(),
                     NonFiniteLocator(),
+                    SlurmRequeue(),
                 ]
             },
             save_config_kwargs={"overwrite": True},
