@@ -1,9 +1,16 @@
-"""Sessions for this project: ``nox -s tests``, ``nox -s lint``, ``nox -s typecheck``."""
+"""Sessions for this project: ``nox -s tests``, ``nox -s lint``, ``nox -s typecheck``, and
+``nox -s stress`` (not run by default): every multi-process test, 20 rounds in a row."""
+
+from pathlib import Path
+from xml.etree import ElementTree
 
 import nox
 
 nox.options.sessions = ["lint", "typecheck", "tests"]
 nox.options.reuse_existing_virtualenvs = True
+
+MULTI_PROCESS = "ddp or slurm or torchrun"
+"""The tests that start more than one process: their names (or their files') say how."""
 
 
 @nox.session
@@ -23,3 +30,34 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
     session.run("pyright")
+
+
+@nox.session
+def stress(session: nox.Session) -> None:
+    """Run the multi-process tests round after round (``nox -s stress -- 5``: 5 rounds) and
+    count the failures. A rare one, such as gloo aborting a process at exit, shows up as a
+    count and the failing tests' names; nothing is retried."""
+    session.install("-e", ".[dev]")
+    rounds = int(session.posargs[0]) if session.posargs else 20
+    reports = Path(session.create_tmp())
+    failed: list[str] = []
+    total = 0
+    for round_number in range(1, rounds + 1):
+        report = reports / f"round{round_number}.xml"
+        session.run(
+            *("pytest", "-m", "slow", "-k", MULTI_PROCESS, "-q", "-p", "no:cacheprovider"),
+            f"--junitxml={report}",
+            success_codes=[0, 1],
+        )
+        cases = ElementTree.parse(report).getroot().iter("testcase")
+        for case in cases:
+            outcome = {child.tag for child in case}
+            if "skipped" in outcome:
+                continue
+            total += 1
+            if outcome & {"failure", "error"}:
+                failed.append(f"round {round_number}: {case.get('classname')}.{case.get('name')}")
+        session.log(f"after round {round_number}: {len(failed)} failed of {total}")
+    session.log("\n".join([f"stress: {len(failed)} failed of {total} test runs", *failed]))
+    if failed:
+        session.error(f"{len(failed)} of {total} multi-process test runs failed")
