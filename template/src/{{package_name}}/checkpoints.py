@@ -15,6 +15,7 @@ names the file, before any state is restored. Lightning would otherwise fail dee
 import inspect
 import os
 import pickle
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,8 @@ from lightning.fabric.plugins import TorchCheckpointIO
 
 from .errors import UserError
 
-# What torch.load raises on a file that is not a whole checkpoint: a truncated zip archive
-# (RuntimeError, OSError), a short legacy file (EOFError), or bytes that are not a pickle.
+# What torch.load raises on a zip archive that is not a whole checkpoint: a damaged member
+# (RuntimeError, OSError, EOFError) or a pickle that does not load.
 _UNREADABLE = (RuntimeError, OSError, EOFError, pickle.UnpicklingError, ValueError)
 
 
@@ -77,16 +78,22 @@ def read(path: str | Path, load: Callable[[], Any] | None = None) -> dict[str, A
     """``load()`` the checkpoint at ``path``, or raise a :class:`UserError` that names the
     file and says why it is not one. The default ``load`` maps the file without reading
     its tensors, so checking a large checkpoint costs little."""
-    if "://" not in str(path) and not Path(path).is_file():
+    local = "://" not in str(path)
+    if local and not Path(path).is_file():
         raise UserError(f"{path}: no such checkpoint file")
+    unreadable = f"{path}: not a readable checkpoint, the file is truncated or corrupt"
+    if local and not zipfile.is_zipfile(path):
+        # torch.save writes a zip archive whose index comes last: a cut file has none.
+        raise UserError(f"{unreadable} (not a whole zip archive, as torch.save writes)")
     try:
-        checkpoint = load() if load else torch.load(path, "cpu", weights_only=True, mmap=True)
+        if load is None:
+            checkpoint = torch.load(path, "cpu", weights_only=True, mmap=local)
+        else:
+            checkpoint = load()
     except _UNREADABLE as error:
         reason = (str(error).strip() or "\n").splitlines()[0][:120]
-        raise UserError(
-            f"{path}: not a readable checkpoint, the file is truncated or corrupt "
-            f"({type(error).__name__}{': ' + reason if reason else ''})"
-        ) from error
+        detail = f"{type(error).__name__}{': ' + reason if reason else ''}"
+        raise UserError(f"{unreadable} ({detail})") from error
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise UserError(f"{path}: not a Lightning checkpoint (it has no state_dict)")
     return checkpoint

@@ -9,6 +9,7 @@ of its files. One case per example runs the real command line, for the exit stat
 import importlib
 import importlib.util
 import shutil
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -97,20 +98,50 @@ def test_truncated_checkpoint_is_refused_by_name(
     shutil.copy(finished[example] / "checkpoints" / "last.ckpt", broken)
     _truncate(broken)
     line = _refusal(capsys, example, _args(example, tmp_path / "run", f"--ckpt_path={broken}"))
-    assert line.startswith(
-        f"error: {broken}: not a readable checkpoint, the file is truncated or corrupt ("
+    assert line == (
+        f"error: {broken}: not a readable checkpoint, the file is truncated or corrupt "
+        "(not a whole zip archive, as torch.save writes)"
     )
     assert not (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()  # nothing trained
 
 
+def _notes(path: Path) -> str:
+    path.write_text("these are notes, not weights\n")
+    return "not a readable checkpoint, the file is truncated or corrupt (not a whole zip archive"
+
+
+def _zip_of_notes(path: Path) -> str:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("notes.txt", "a zip archive, but not torch.save's\n")
+    return "not a readable checkpoint, the file is truncated or corrupt (RuntimeError: "
+
+
+def _bare_weights(path: Path) -> str:
+    torch.save({"weight": torch.zeros(2)}, path)
+    return "not a Lightning checkpoint (it has no state_dict)"
+
+
 @pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("make", [_notes, _zip_of_notes, _bare_weights], ids=lambda f: f.__name__)
 def test_file_that_is_no_checkpoint_is_refused_by_name(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    example: str,
+    make: Callable[[Path], str],
+) -> None:
+    broken = tmp_path / "broken.ckpt"
+    problem = make(broken)
+    line = _refusal(capsys, example, _args(example, tmp_path / "run", f"--ckpt_path={broken}"))
+    assert line.startswith(f"error: {broken}: {problem}")
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_missing_checkpoint_is_refused_by_name(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str
 ) -> None:
-    broken = tmp_path / "notes.ckpt"
-    broken.write_text("these are notes, not weights\n")
-    line = _refusal(capsys, example, _args(example, tmp_path / "run", f"--ckpt_path={broken}"))
-    assert line.startswith(f"error: {broken}: not a readable checkpoint")
+    missing = tmp_path / "nope.ckpt"
+    line = _refusal(capsys, example, _args(example, tmp_path / "run", f"--ckpt_path={missing}"))
+    assert line == f"error: {missing}: no such checkpoint file"
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
