@@ -47,7 +47,7 @@ def stress(session: nox.Session) -> None:
         session.run(
             *("pytest", "-m", "slow", "-k", MULTI_PROCESS, "-q", "-p", "no:cacheprovider"),
             f"--junitxml={report}",
-            success_codes=[0, 1],
+            success_codes=[0, 1, 5],  # 5: none selected, in a project without examples
         )
         cases = ElementTree.parse(report).getroot().iter("testcase")
         for case in cases:

@@ -64,7 +64,12 @@ ANY_EXAMPLE = [
     "configs/trainer/gpu.yaml",
     "configs/trainer/multi_node.yaml",
     "slurm/train.sbatch",
+    f"{PACKAGE}/checkpoints.py",
     f"{PACKAGE}/cli.py",
+    f"{PACKAGE}/errors.py",
+    f"{PACKAGE}/preemption.py",
+    f"{TESTS}/helpers/cluster.py",
+    f"{TESTS}/test_run_files.py",
     f"{TESTS}/test_trainer_presets.py",
 ]
 
@@ -80,6 +85,7 @@ REGRESSION = [
     f"{TESTS}/regression/test_bad_input.py",
     f"{TESTS}/regression/test_compile_and_precision.py",
     f"{TESTS}/regression/test_ddp_resume.py",
+    f"{TESTS}/regression/test_multi_node.py",
     f"{TESTS}/regression/test_nonfinite_locator.py",
     f"{TESTS}/regression/test_regression.py",
     f"{TESTS}/regression/test_regression_guard.py",
@@ -106,6 +112,7 @@ PPO = [
     f"{TESTS}/ppo/test_ppo.py",
     f"{TESTS}/ppo/test_ppo_ddp.py",
     f"{TESTS}/ppo/test_ppo_guard.py",
+    f"{TESTS}/ppo/test_ppo_slurm.py",
 ]
 
 EXPECTED = {
