@@ -1,4 +1,5 @@
-"""Sessions for this project: ``nox -s tests``, ``nox -s lint``, ``nox -s typecheck``.
+"""Sessions for this project: ``nox -s tests``, ``nox -s lint``, ``nox -s typecheck``, and
+``nox -s stress`` (not run by default): every multi-process test, 20 rounds in a row.
 
 ``nox -s tests -- -m "not slow"`` is the quick run. It leaves out the few tests that start
 a child process (command lines, DDP, async envs, compiled fits), which take most of the
@@ -6,10 +7,16 @@ full suite's time; the tests' conftest checks that ``slow`` marks exactly those.
 after ``--`` goes to pytest: ``nox -s tests -- -k ppo -x``.
 """
 
+from pathlib import Path
+from xml.etree import ElementTree
+
 import nox
 
 nox.options.sessions = ["lint", "typecheck", "tests"]
 nox.options.reuse_existing_virtualenvs = True
+
+MULTI_PROCESS = "ddp or slurm or torchrun"
+"""The tests that start more than one process: their names (or their files') say how."""
 
 
 @nox.session
@@ -29,3 +36,34 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
     session.run("pyright")
+
+
+@nox.session
+def stress(session: nox.Session) -> None:
+    """Run the multi-process tests round after round (``nox -s stress -- 5``: 5 rounds) and
+    count the failures. A rare one, such as gloo aborting a process at exit, shows up as a
+    count and the failing tests' names; nothing is retried."""
+    session.install("-e", ".[dev]")
+    rounds = int(session.posargs[0]) if session.posargs else 20
+    reports = Path(session.create_tmp())
+    failed: list[str] = []
+    total = 0
+    for round_number in range(1, rounds + 1):
+        report = reports / f"round{round_number}.xml"
+        session.run(
+            *("pytest", "-m", "slow", "-k", MULTI_PROCESS, "-q", "-p", "no:cacheprovider"),
+            f"--junitxml={report}",
+            success_codes=[0, 1, 5],  # 5: none selected, in a project without examples
+        )
+        cases = ElementTree.parse(report).getroot().iter("testcase")
+        for case in cases:
+            outcome = {child.tag for child in case}
+            if "skipped" in outcome:
+                continue
+            total += 1
+            if outcome & {"failure", "error"}:
+                failed.append(f"round {round_number}: {case.get('classname')}.{case.get('name')}")
+        session.log(f"after round {round_number}: {len(failed)} failed of {total}")
+    session.log("\n".join([f"stress: {len(failed)} failed of {total} test runs", *failed]))
+    if failed:
+        session.error(f"{len(failed)} of {total} multi-process test runs failed")

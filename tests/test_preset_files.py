@@ -82,7 +82,12 @@ ANY_EXAMPLE = [
     "docs/clusters.md",
     "docs/resuming.md",
     "slurm/train.sbatch",
+    f"{PACKAGE}/checkpoints.py",
     f"{PACKAGE}/cli.py",
+    f"{PACKAGE}/errors.py",
+    f"{PACKAGE}/preemption.py",
+    f"{TESTS}/helpers/cluster.py",
+    f"{TESTS}/test_run_files.py",
     f"{TESTS}/test_trainer_presets.py",
 ]
 
@@ -99,6 +104,7 @@ REGRESSION = [
     f"{TESTS}/regression/test_bad_input.py",
     f"{TESTS}/regression/test_compile_and_precision.py",
     f"{TESTS}/regression/test_ddp_resume.py",
+    f"{TESTS}/regression/test_multi_node.py",
     f"{TESTS}/regression/test_nonfinite_locator.py",
     f"{TESTS}/regression/test_regression.py",
     f"{TESTS}/regression/test_regression_guard.py",
@@ -129,6 +135,7 @@ PPO = [
     f"{TESTS}/ppo/test_ppo_ddp.py",
     f"{TESTS}/ppo/test_ppo_guard.py",
     f"{TESTS}/ppo/test_ppo_loss.py",
+    f"{TESTS}/ppo/test_ppo_slurm.py",
 ]
 
 EXPECTED = {

@@ -1,24 +1,102 @@
 """What every command line here shares: a parser whose refusals end the output in one
-line, one checkpoint folder per run root, and a clean end to a multi-process run.
+line, checks on a run's folders and checkpoint files before it starts, one checkpoint
+folder per run root, and a clean end to a multi-process run.
 
 jsonargparse reports a wrong type over two lines, the key on the first and the reason on
 the second, after the usage text. A failed run's last line should name both, so the
 message is joined into one line before it is printed; the exit status stays 2.
+
+Every entry point runs inside ``errors.user_errors``, so a mistake found later (a folder
+the run cannot write, a checkpoint that does not load or fit) ends the output in one line
+too, with the same exit status.
 """
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import torch
-from lightning.pytorch.cli import LightningArgumentParser
+from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+from .checkpoints import CheckpointFiles, check_hyperparameters, read
+from .errors import UserError
 
 
 class OneLineErrorParser(LightningArgumentParser):
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         lines = (line.strip() for line in message.splitlines())
         super().error(" ".join(line for line in lines if line), ex)
+
+
+class ExampleCLI(LightningCLI):
+    """LightningCLI that checks a run's files before the subcommand starts: its folders can
+    be written, and every checkpoint it reads or writes goes through
+    :class:`CheckpointFiles` (atomic writes, checked reads)."""
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Check a ``--ckpt_path`` file as soon as it is named. LightningCLI reads the
+        file's hyperparameters next, into the model's config (so the model is built to fit
+        the file), and would fail inside ``torch.load`` or the parser."""
+        super().parse_arguments(parser, args)
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        named = ckpt_path not in (None, "last", "best", "hpc", "registry")
+        if named and "://" not in str(ckpt_path) and self.model_class is not None:
+            check_hyperparameters(read(ckpt_path), self.model_class, ckpt_path)
+
+    def before_fit(self) -> None:
+        self._check_run_files()
+        checkpoint = self.trainer.checkpoint_callback
+        ckpt_path = self.config_init[str(self.subcommand)].get("ckpt_path")
+        if ckpt_path == "last" and isinstance(checkpoint, ModelCheckpoint) and checkpoint.dirpath:
+            # Lightning would warn and start from scratch: a mistyped root would train anew.
+            folder = Path(checkpoint.dirpath)
+            if "://" not in str(folder) and not list(folder.glob("last*.ckpt")):
+                raise UserError(
+                    f"--ckpt_path last: no last.ckpt in {folder} to resume from; "
+                    "leave --ckpt_path out to start a new run"
+                )
+
+    def before_validate(self) -> None:
+        self._check_run_files()
+
+    def before_test(self) -> None:
+        self._check_run_files()
+
+    def before_predict(self) -> None:
+        self._check_run_files()
+
+    def _check_run_files(self) -> None:
+        trainer = self.trainer
+        folders: dict[str, str | Path] = {"--trainer.default_root_dir": trainer.default_root_dir}
+        checkpoint = trainer.checkpoint_callback
+        if isinstance(checkpoint, ModelCheckpoint) and checkpoint.dirpath:
+            folders["--checkpoint.dirpath"] = checkpoint.dirpath
+        for option, folder in folders.items():
+            check_writable(folder, option)
+        # Lightning's default plugin is replaced; one the user chose is left alone.
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
+            trainer.strategy.checkpoint_io = CheckpointFiles(self.model)
+
+
+def check_writable(folder: str | Path, option: str) -> None:
+    """Create ``folder`` and write a file into it, or raise a :class:`UserError` that names
+    the ``option`` and the cause. A run that cannot write finds out here, not after its
+    first epoch. Remote folders (``s3://...``) are left to their filesystem."""
+    if "://" in str(folder):
+        return
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as error:
+        blocker = next((p for p in path.parents if p.is_file()), None)
+        cause = f"{blocker} is a file" if blocker else error.strerror or str(error)
+        raise UserError(f"{option} {path}: cannot write there: {cause}") from error
 
 
 def checkpoint_dir(default_root_dir: str | Path | None) -> str:

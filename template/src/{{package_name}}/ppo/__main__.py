@@ -8,10 +8,12 @@ rerun after a crash (which logs to a new ``version_N``) finds it with ``--ckpt_p
 import warnings
 
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.cli import LightningArgumentParser
 
-from ..cli import OneLineErrorParser, checkpoint_dir, processes_released
+from ..cli import ExampleCLI, OneLineErrorParser, checkpoint_dir, processes_released
+from ..errors import user_errors
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
+from ..preemption import SlurmRequeue
 from ..run_summary import RunSummary
 from .module import PPOModule
 from .reporting import PPOReporting
@@ -29,7 +31,7 @@ for hint in (
     warnings.filterwarnings("ignore", hint)
 
 
-class PPOCLI(LightningCLI):
+class PPOCLI(ExampleCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         # A rollout ends with at least one optimizer step, so "every step" saves once per
@@ -46,7 +48,7 @@ class PPOCLI(LightningCLI):
 
 def main(args: list[str] | None = None) -> PPOCLI:
     """Parse ``args`` (default: the command line) and run the chosen subcommand."""
-    with processes_released():
+    with processes_released(), user_errors():
         return PPOCLI(
             PPOModule,
             seed_everything_default=0,
@@ -58,6 +60,7 @@ def main(args: list[str] | None = None) -> PPOCLI:
                     PPOReporting(),
                     BroadcastGuardCallback(steps=2),
                     NonFiniteLocator(),
+                    SlurmRequeue(),
                 ],
             },
             save_config_kwargs={"overwrite": True},

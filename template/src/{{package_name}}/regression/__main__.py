@@ -10,16 +10,18 @@ to a new version, and ``--ckpt_path last`` must still find the crashed run's
 """
 
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.cli import LightningArgumentParser
 
-from ..cli import OneLineErrorParser, checkpoint_dir, processes_released
+from ..cli import ExampleCLI, OneLineErrorParser, checkpoint_dir, processes_released
+from ..errors import user_errors
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
+from ..preemption import SlurmRequeue
 from ..run_summary import RunSummary
 from .data import RegressionData
 from .module import RegressionModule
 
 
-class RegressionCLI(LightningCLI):
+class RegressionCLI(ExampleCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         for name in ("num_features", "target_mean", "target_std"):
             parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
@@ -36,7 +38,7 @@ class RegressionCLI(LightningCLI):
 
 def main(args: list[str] | None = None) -> RegressionCLI:
     """Parse ``args`` (default: the command line) and run the chosen subcommand."""
-    with processes_released():
+    with processes_released(), user_errors():
         return RegressionCLI(
             RegressionModule,
             RegressionData,
@@ -46,6 +48,7 @@ def main(args: list[str] | None = None) -> RegressionCLI:
                     RunSummary(metrics=("val_r2", "val_mae", "val_loss")),
                     BroadcastGuardCallback(),
                     NonFiniteLocator(),
+                    SlurmRequeue(),
                 ]
             },
             save_config_kwargs={"overwrite": True},

@@ -7,6 +7,7 @@ building a model or touching a device, so the GPU presets are checked on any mac
 
 import importlib
 import importlib.util
+import os
 import shlex
 import shutil
 import subprocess
@@ -20,6 +21,9 @@ from .helpers.paths import CONFIGS, PACKAGE, PROJECT_ROOT, SLURM
 PRESETS = sorted((CONFIGS / "trainer").glob("*.yaml"))
 SBATCH = SLURM / "train.sbatch"
 EXAMPLES = [name for name in ("regression", "ppo") if importlib.util.find_spec(f"{PACKAGE}.{name}")]
+
+
+MISSING = [name for name in ("regression", "ppo") if name not in EXAMPLES]
 
 
 def _yaml(path: Path) -> dict:
@@ -63,18 +67,61 @@ def test_sbatch_script_is_valid_bash() -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.parametrize("example", EXAMPLES)
 def test_sbatch_command_parses_with_slurm_sizes(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, example: str
 ) -> None:
     script = SBATCH.read_text().replace("\\\n", " ")
     (command,) = [line for line in script.splitlines() if line.startswith("srun ")]
     slurm = {"$SLURM_NNODES": "3", "$SLURM_NTASKS_PER_NODE": "2"}
-    words = [slurm.get(word, word) for word in shlex.split(command) if word != "$@"]
+    words = [
+        slurm.get(word, word).replace("$example", example)
+        for word in shlex.split(command)
+        if word != "$@"
+    ]
     assert words[:3] == ["srun", "python", "-m"]
-    package, example = words[3].split(".")
-    assert package == PACKAGE and example in EXAMPLES
+    assert words[3] == f"{PACKAGE}.{example}"
     monkeypatch.chdir(PROJECT_ROOT)  # the script runs from the project root
     printed = _printed_config(capsys, example, words[4:])
     assert printed["trainer"]["num_nodes"] == 3
     assert str(printed["trainer"]["devices"]) == "2"  # Lightning reads "2" as two devices
     assert printed["trainer"]["strategy"] == "ddp"
+    example_model = _yaml(CONFIGS / f"{example}.yaml")["model"]
+    assert {key: printed["model"][key] for key in example_model} == example_model
+
+
+def _sbatch_with_echo_srun(tmp_path: Path, args: list[str]) -> subprocess.CompletedProcess:
+    """Run the script with an ``srun`` that prints the command it was given."""
+    srun = tmp_path / "srun"
+    srun.write_text('#!/bin/bash\necho "$@"\n')
+    srun.chmod(0o755)
+    env = os.environ | {
+        "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}",
+        "SLURM_SUBMIT_DIR": str(PROJECT_ROOT),
+        "SLURM_NNODES": "2",
+        "SLURM_NTASKS_PER_NODE": "1",
+    }
+    return subprocess.run(["bash", str(SBATCH), *args], env=env, capture_output=True, text=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("first", [None, *EXAMPLES])
+def test_sbatch_first_argument_picks_the_example(tmp_path: Path, first: str | None) -> None:
+    done = _sbatch_with_echo_srun(tmp_path, [*([first] if first else []), "--seed_everything", "7"])
+    assert done.returncode == 0, done.stderr
+    words = done.stdout.split()
+    example = first or EXAMPLES[0]
+    assert words[:5] == ["python", "-m", f"{PACKAGE}.{example}", "fit", "--config"]
+    assert words[5] == f"configs/{example}.yaml"
+    assert words[-2:] == ["--seed_everything", "7"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("absent", MISSING)
+def test_sbatch_refuses_an_example_the_project_lacks(tmp_path: Path, absent: str) -> None:
+    done = _sbatch_with_echo_srun(tmp_path, [absent])
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f"error: this project has no {absent} example (no configs/{absent}.yaml)"
+    )
+    assert not done.stdout

@@ -1,0 +1,164 @@
+"""Checkpoint files that a crash cannot corrupt, checked before a run resumes from one.
+
+Writing: Lightning serialises a checkpoint and writes it through a temporary file in the
+system's temp folder, then moves that file into place; from another filesystem the move is
+a copy, and a crash during it leaves a truncated ``last.ckpt``. Here the temporary file
+lives in the checkpoint's own folder and ``os.replace`` renames it over the old one, which
+is atomic: a reader finds the previous checkpoint or the new one, never part of one.
+
+Reading: a file that does not load, or whose weights do not fit the model being trained
+(another example's checkpoint, a network of another size), raises a ``UserError`` that
+names the file, before any state is restored. Lightning would otherwise fail deep inside
+``torch.load`` or ``load_state_dict`` with a message that names neither.
+"""
+
+import inspect
+import os
+import pickle
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.fabric.plugins import TorchCheckpointIO
+
+from .errors import UserError
+
+# What torch.load raises on a zip archive that is not a whole checkpoint: a damaged member
+# (RuntimeError, OSError, EOFError) or a pickle that does not load.
+_UNREADABLE = (RuntimeError, OSError, EOFError, pickle.UnpicklingError, ValueError)
+
+
+class CheckpointFiles(TorchCheckpointIO):
+    def __init__(self, module: L.LightningModule | None = None) -> None:
+        """
+        Args:
+            module: The model a loaded checkpoint must fit; None checks only that it loads.
+        """
+        super().__init__()
+        self.module = module
+
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None
+    ) -> None:
+        if storage_options is not None or "://" in str(path):  # remote: Lightning's way
+            super().save_checkpoint(checkpoint, path, storage_options)
+            return
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # A dot name that Lightning's search for "last*.ckpt" does not match; the pid keeps
+        # two writers of one name apart.
+        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            with temporary.open("wb") as handle:
+                torch.save(checkpoint, handle)
+                handle.flush()
+                os.fsync(handle.fileno())  # the data is on disk before the name points at it
+            os.replace(temporary, target)
+        finally:
+            temporary.unlink(missing_ok=True)
+
+    def load_checkpoint(
+        self,
+        path: str | Path,
+        map_location: Callable | None = lambda storage, loc: storage,
+        weights_only: bool | None = None,
+    ) -> dict[str, Any]:
+        checkpoint = read(
+            path, lambda: TorchCheckpointIO.load_checkpoint(self, path, map_location, weights_only)
+        )
+        if self.module is not None:
+            check_fits(checkpoint, self.module, path)
+        return checkpoint
+
+
+def read(path: str | Path, load: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """``load()`` the checkpoint at ``path``, or raise a :class:`UserError` that names the
+    file and says why it is not one. The default ``load`` maps the file without reading
+    its tensors, so checking a large checkpoint costs little."""
+    local = "://" not in str(path)
+    if local and not Path(path).is_file():
+        raise UserError(f"{path}: no such checkpoint file")
+    unreadable = f"{path}: not a readable checkpoint, the file is truncated or corrupt"
+    if local and not zipfile.is_zipfile(path):
+        # torch.save writes a zip archive whose index comes last: a cut file has none.
+        raise UserError(f"{unreadable} (not a whole zip archive, as torch.save writes)")
+    try:
+        if load is None:
+            checkpoint = torch.load(path, "cpu", weights_only=True, mmap=local)
+        else:
+            checkpoint = load()
+    except _UNREADABLE as error:
+        reason = (str(error).strip() or "\n").splitlines()[0][:120]
+        detail = f"{type(error).__name__}{': ' + reason if reason else ''}"
+        raise UserError(f"{unreadable} ({detail})") from error
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+        raise UserError(f"{path}: not a Lightning checkpoint (it has no state_dict)")
+    return checkpoint
+
+
+def check_hyperparameters(
+    checkpoint: dict[str, Any], model_class: Callable[..., L.LightningModule], path: str | Path
+) -> None:
+    """Raise a :class:`UserError` if ``checkpoint`` was saved by a model whose
+    hyperparameters ``model_class`` does not take: another example's checkpoint."""
+    accepted = inspect.signature(model_class).parameters
+    model = getattr(model_class, "__name__", "the model")
+    foreign = [
+        key
+        for key in checkpoint.get("hyper_parameters", {})
+        if not key.startswith("_") and key not in accepted
+    ]
+    if foreign:
+        raise UserError(
+            f"{path}: not a checkpoint of {model}: its hyperparameters "
+            f"{', '.join(foreign[:4])}{', ...' if len(foreign) > 4 else ''} are not {model}'s"
+        )
+
+
+def check_fits(checkpoint: dict[str, Any], module: L.LightningModule, path: str | Path) -> None:
+    """Raise a :class:`UserError` unless ``checkpoint``'s weights have the names and shapes
+    of ``module``'s, naming what differs: the model, or the hyperparameters that sized it."""
+    theirs = {name: tuple(value.shape) for name, value in checkpoint["state_dict"].items()}
+    ours = {name: tuple(value.shape) for name, value in module.state_dict().items()}
+    model = type(module).__name__
+    if _roots(theirs) != _roots(ours):
+        raise UserError(
+            f"{path}: not a checkpoint of {model}: it holds {_roots(theirs)} weights, "
+            f"{model} has {_roots(ours)}"
+        )
+    if not module.strict_loading:
+        ours = {name: shape for name, shape in ours.items() if name in theirs}
+    differences = [
+        f"{name} is {theirs.get(name, 'missing')} in the file, "
+        f"{ours.get(name, 'absent')} in the model"
+        for name in sorted(theirs.keys() | ours.keys())
+        if theirs.get(name) != ours.get(name)
+    ]
+    if not differences:
+        return
+    saved = checkpoint.get("hyper_parameters", {})
+    sized_by = [
+        f"{key}={_plain(saved[key])} in the file, {_plain(value)} here"
+        for key, value in module.hparams.items()
+        if key in saved and not key.startswith("_") and _plain(saved[key]) != _plain(value)
+    ]
+    raise UserError(
+        f"{path}: written for another {model}: "
+        + "; ".join(sized_by or differences[:1])
+        + f" ({len(differences)} tensors differ)"
+    )
+
+
+def _roots(shapes: dict[str, tuple[int, ...]]) -> str:
+    """The top-level modules that hold the weights: ``net.*`` or ``agent.*``, say."""
+    return ", ".join(sorted({f"{name.split('.')[0]}.*" for name in shapes}))
+
+
+def _plain(value: object) -> object:
+    """A hyperparameter as the file and the parser both give it: tuples as lists."""
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    return value

@@ -1,0 +1,106 @@
+"""On SLURM, save a checkpoint and requeue the job when the scheduler warns that time is up.
+
+``#SBATCH --signal=SIGUSR1@90`` sends SIGUSR1 to every task 90 s before the time limit.
+Lightning's own handler saves ``hpc_ckpt_<N>.ckpt`` and calls ``scontrol requeue`` inside
+the signal handler, wherever each process happens to be. Under DDP that point differs from
+process to process: one waits in the checkpoint's barrier while another waits in a gradient
+all-reduce, and the job hangs until it is killed (2 tries in 6 here, with two processes).
+This callback's handler only notes the signal. After every training batch the processes
+agree, in one all-reduce, whether any of them got it, so all of them save at the same step;
+then the first process requeues the job. The run goes on until SLURM stops it: if the
+requeue was refused, it trains until its time limit as it would have anyway.
+
+When the requeued job starts again, Lightning resumes from the newest ``hpc_ckpt_<N>.ckpt``
+in ``default_root_dir`` by itself: it does so for any run under SLURM without
+``--ckpt_path`` that finds one there, whatever its job id.
+"""
+
+import logging
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import lightning as L
+from lightning.fabric.plugins.environments.slurm import SLURMEnvironment
+from lightning.pytorch.callbacks import Callback
+
+log = logging.getLogger(__name__)
+
+
+class SlurmRequeue(Callback):
+    def __init__(self) -> None:
+        self._signal: signal.Signals | None = None
+        self._previous: Any = None
+        self._requested = False
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Take SLURM's requeue signal before Lightning does: Lightning installs its own
+        handler only where the signal has none."""
+        environment = getattr(trainer.strategy, "cluster_environment", None)
+        if isinstance(environment, SLURMEnvironment) and not environment.auto_requeue:
+            return  # the user turned requeueing off
+        if stage != "fit" or not SLURMEnvironment.detect():
+            return
+        requeue_signal = getattr(environment, "requeue_signal", None) or signal.SIGUSR1
+        self._signal = signal.Signals(requeue_signal)
+        self._previous = signal.signal(self._signal, self._note)
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        self._requested = True
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any, **kwargs: Any
+    ) -> None:
+        if self._signal is None:
+            return
+        if not trainer.strategy.reduce_boolean_decision(self._requested, all=False):
+            return
+        self._requested = False
+        for logger in trainer.loggers:
+            logger.save()
+        trainer.save_checkpoint(hpc_checkpoint_path(trainer.default_root_dir))
+        if trainer.is_global_zero:
+            requeue()
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._restore()
+
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+    ) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        if self._signal is not None:
+            signal.signal(self._signal, self._previous)
+            self._signal = None
+
+
+def hpc_checkpoint_path(root: str | Path) -> Path:
+    """The next ``hpc_ckpt_<N>.ckpt`` in ``root``: Lightning resumes from the highest N."""
+    numbers = [
+        int(match.group(1))
+        for path in Path(root).glob("hpc_ckpt_*.ckpt")
+        if (match := re.fullmatch(r"hpc_ckpt_(\d+)\.ckpt", path.name))
+    ]
+    return Path(root) / f"hpc_ckpt_{max(numbers, default=0) + 1}.ckpt"
+
+
+def requeue() -> None:
+    """``scontrol requeue`` this job (this array task, in an array job)."""
+    array_job = os.environ.get("SLURM_ARRAY_JOB_ID")
+    job = f"{array_job}_{os.environ['SLURM_ARRAY_TASK_ID']}" if array_job else None
+    job = job or os.environ["SLURM_JOB_ID"]
+    try:
+        done = subprocess.run(["scontrol", "requeue", job], check=False)
+    except FileNotFoundError:
+        log.warning("scontrol was not found: job %s was not requeued", job)
+        return
+    if done.returncode:
+        log.warning("scontrol requeue %s failed with status %d", job, done.returncode)
+    else:
+        log.info("requeued SLURM job %s", job)

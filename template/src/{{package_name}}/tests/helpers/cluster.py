@@ -1,0 +1,112 @@
+"""Several "nodes" on this machine: child processes that find this source tree, free ports,
+and a stand-in SLURM allocation to run ``slurm/train.sbatch`` as the cluster would:
+stand-in ``srun`` and ``scontrol`` scripts on ``PATH`` and the ``SLURM_*`` variables of
+2 nodes x 1 task, so that Lightning detects its SLURM environment and the two tasks meet
+over gloo on the loopback address.
+
+The stand-in ``srun`` starts ``SLURM_NTASKS`` copies of its command, each with the
+``SLURM_PROCID``, ``SLURM_LOCALID`` and ``SLURM_NODEID`` that SLURM gives a task, and
+writes their process ids to ``tasks.txt``, where a test finds them to signal them. The
+stand-in ``scontrol`` records its arguments in ``scontrol.txt`` and, for ``requeue``, kills
+the tasks, as SLURM ends a running job that it requeues.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .paths import PROJECT_ROOT, SLURM, SOURCE_ROOT
+
+SRUN = """#!/bin/bash
+tasks=()
+for ((rank = 0; rank < SLURM_NTASKS; rank++)); do
+    SLURM_PROCID=$rank SLURM_LOCALID=$((rank % SLURM_NTASKS_PER_NODE)) \\
+        SLURM_NODEID=$((rank / SLURM_NTASKS_PER_NODE)) "$@" &
+    tasks+=($!)
+done
+echo "${tasks[@]}" > "$STAND_IN/tasks.txt"
+status=0
+for task in "${tasks[@]}"; do wait "$task" || status=$?; done
+exit $status
+"""
+SCONTROL = """#!/bin/bash
+echo "$@" >> "$STAND_IN/scontrol.txt"
+if [[ $1 == requeue ]]; then kill -9 $(cat "$STAND_IN/tasks.txt"); fi
+"""
+PYTHON = f"""#!/bin/bash
+exec {sys.executable} "$@"
+"""
+
+
+def environment() -> dict[str, str]:
+    """This process's environment, with this source tree importable and one torch thread
+    per process (what DDP gives each process, and all that 2 CI cores hold)."""
+    path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Allocation:
+    """Two nodes of one task each, job ``job_id``; ``folder`` holds the stand-ins."""
+
+    def __init__(self, folder: Path, job_id: int = 4242) -> None:
+        self.folder = folder
+        bin_dir = folder / "bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in (("srun", SRUN), ("scontrol", SCONTROL), ("python", PYTHON)):
+            (bin_dir / name).write_text(text)
+            (bin_dir / name).chmod(0o755)
+        self.env = {
+            **environment(),
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            "STAND_IN": str(folder),
+            "SLURM_JOB_ID": str(job_id),
+            "SLURM_JOB_NAME": "train",
+            "SLURM_NNODES": "2",
+            "SLURM_NTASKS": "2",
+            "SLURM_NTASKS_PER_NODE": "1",
+            "SLURM_NODELIST": "127.0.0.1",
+            "SLURM_SUBMIT_DIR": str(PROJECT_ROOT),
+        }
+
+    def start(self, args: list[str], output: Path) -> subprocess.Popen:
+        """``bash slurm/train.sbatch ARGS`` on a free port, its output in ``output``."""
+        (self.folder / "tasks.txt").unlink(missing_ok=True)
+        env = {**self.env, "MASTER_PORT": str(free_port())}
+        with output.open("w") as handle:
+            return subprocess.Popen(
+                ["bash", str(SLURM / "train.sbatch"), *args],
+                env=env,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+            )
+
+    def run(self, args: list[str], output: Path, timeout: float = 240) -> int:
+        return self.start(args, output).wait(timeout=timeout)
+
+    def signal_tasks(self, signum: int = signal.SIGUSR1) -> None:
+        """Send ``signum`` to every task, as ``#SBATCH --signal`` does (not to the script)."""
+        for pid in (self.folder / "tasks.txt").read_text().split():
+            os.kill(int(pid), signum)
+
+    def scontrol_calls(self) -> list[str]:
+        calls = self.folder / "scontrol.txt"
+        return calls.read_text().splitlines() if calls.exists() else []
+
+
+def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> None:
+    """Return once ``path`` exists; fail if ``process`` ends first or time runs out."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert process.poll() is None, f"the run ended (status {process.returncode}) before {path}"
+        assert time.monotonic() < deadline, f"no {path} after {timeout} s"
+        time.sleep(0.02)

@@ -1,0 +1,311 @@
+"""A run's files gone bad: each case ends in one line, ``error: <file>: <what is wrong>``,
+with exit status 2 and no traceback, and never in a run that silently starts over. A crash
+while a checkpoint is written leaves the previous one whole.
+
+Each example trains once, tiny, in this process (module fixture); the cases break copies
+of its files. One case per example runs the real command line, for the exit status.
+"""
+
+import importlib
+import importlib.util
+import shutil
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from ..errors import UserError, user_errors
+from .helpers.command_line import run_example
+from .helpers.paths import PACKAGE
+
+EXAMPLES = [name for name in ("regression", "ppo") if importlib.util.find_spec(f"{PACKAGE}.{name}")]
+
+TINY = {
+    "regression": [
+        "--data.synthetic_samples=256",
+        "--data.batch_size=64",
+        "--trainer.max_epochs=2",
+        "--model.hidden_sizes=[8]",
+    ],
+    "ppo": [
+        "--model.num_envs=2",
+        "--model.num_steps=16",
+        "--model.total_env_steps=96",
+        "--model.update_epochs=1",
+        "--model.eval_episodes=1",
+        "--model.hidden_sizes=[8]",
+    ],
+}
+MODEL = {"regression": "RegressionModule", "ppo": "PPOModule"}
+
+
+def _main(example: str) -> Callable[[list[str]], object]:
+    return importlib.import_module(f"{PACKAGE}.{example}.__main__").main
+
+
+def _args(example: str, root: Path, *extra: str) -> list[str]:
+    quiet = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+    return [
+        "fit",
+        f"--trainer.default_root_dir={root}",
+        "--trainer.accelerator=cpu",
+        "--trainer.logger=false",
+        *quiet,
+        *TINY[example],
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each example's run root after a whole tiny run: ``checkpoints/last.ckpt`` is in it."""
+    roots = {}
+    for example in EXAMPLES:
+        root = tmp_path_factory.mktemp(example)
+        _main(example)(_args(example, root))
+        roots[example] = root
+    return roots
+
+
+def _refusal(capsys: pytest.CaptureFixture[str], example: str, args: list[str]) -> str:
+    """The last line of stderr of a run that must exit with status 2, and no traceback."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        _main(example)(args)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2, err
+    assert "Traceback" not in err
+    return err.strip().splitlines()[-1]
+
+
+def _copy(root: Path, destination: Path) -> Path:
+    shutil.copytree(root, destination)
+    return destination
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_truncated_checkpoint_is_refused_by_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, finished: dict[str, Path], example: str
+) -> None:
+    broken = tmp_path / "half.ckpt"
+    shutil.copy(finished[example] / "checkpoints" / "last.ckpt", broken)
+    _truncate(broken)
+    line = _refusal(capsys, example, _args(example, tmp_path / "run", f"--ckpt_path={broken}"))
+    assert line == (
+        f"error: {broken}: not a readable checkpoint, the file is truncated or corrupt "
+        "(not a whole zip archive, as torch.save writes)"
+    )
+    assert not (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()  # nothing trained
+
+
+def _notes(path: Path) -> str:
+    path.write_text("these are notes, not weights\n")
+    return "not a readable checkpoint, the file is truncated or corrupt (not a whole zip archive"
+
+
+def _zip_of_notes(path: Path) -> str:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("notes.txt", "a zip archive, but not torch.save's\n")
+    return "not a readable checkpoint, the file is truncated or corrupt (RuntimeError: "
+
+
+def _bare_weights(path: Path) -> str:
+    torch.save({"weight": torch.zeros(2)}, path)
+    return "not a Lightning checkpoint (it has no state_dict)"
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("make", [_notes, _zip_of_notes, _bare_weights], ids=lambda f: f.__name__)
+def test_file_that_is_no_checkpoint_is_refused_by_name(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    example: str,
+    make: Callable[[Path], str],
+) -> None:
+    broken = tmp_path / "broken.ckpt"
+    problem = make(broken)
+    line = _refusal(capsys, example, _args(example, tmp_path / "run", f"--ckpt_path={broken}"))
+    assert line.startswith(f"error: {broken}: {problem}")
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_missing_checkpoint_is_refused_by_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str
+) -> None:
+    missing = tmp_path / "nope.ckpt"
+    line = _refusal(capsys, example, _args(example, tmp_path / "run", f"--ckpt_path={missing}"))
+    assert line == f"error: {missing}: no such checkpoint file"
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_corrupt_last_ckpt_is_refused_not_trained_over(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, finished: dict[str, Path], example: str
+) -> None:
+    root = _copy(finished[example], tmp_path / "run")
+    last = root / "checkpoints" / "last.ckpt"
+    _truncate(last)
+    size = last.stat().st_size
+    line = _refusal(capsys, example, _args(example, root, "--ckpt_path=last"))
+    assert line.startswith(f"error: {last}: not a readable checkpoint")
+    assert last.stat().st_size == size  # left for the user to inspect, not overwritten
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_ckpt_path_last_without_a_checkpoint_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str
+) -> None:
+    root = tmp_path / "typo"
+    line = _refusal(capsys, example, _args(example, root, "--ckpt_path=last"))
+    assert line == (
+        f"error: --ckpt_path last: no last.ckpt in {root / 'checkpoints'} to resume from; "
+        "leave --ckpt_path out to start a new run"
+    )
+
+
+@pytest.mark.parametrize("form", ["named", "last"])
+@pytest.mark.parametrize(
+    ("example", "other"),
+    [(example, other) for example in EXAMPLES for other in EXAMPLES if other != example],
+)
+def test_checkpoint_of_the_other_example_is_refused(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    finished: dict[str, Path],
+    example: str,
+    other: str,
+    form: str,
+) -> None:
+    foreign = finished[other] / "checkpoints" / "last.ckpt"
+    root = tmp_path / "run"
+    if form == "last":  # found by --ckpt_path last, after the model is built
+        (root / "checkpoints").mkdir(parents=True)
+        foreign = Path(shutil.copy(foreign, root / "checkpoints" / "last.ckpt"))
+    ckpt_path = foreign if form == "named" else "last"
+    line = _refusal(capsys, example, _args(example, root, f"--ckpt_path={ckpt_path}"))
+    assert line.startswith(f"error: {foreign}: not a checkpoint of {MODEL[example]}: ")
+    theirs = {"regression": "net.*", "ppo": "agent.*"}[other]
+    expected = f"it holds {theirs} weights" if form == "last" else "its hyperparameters "
+    assert expected in line
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_checkpoint_of_another_network_size_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, finished: dict[str, Path], example: str
+) -> None:
+    root = _copy(finished[example], tmp_path / "run")
+    last = root / "checkpoints" / "last.ckpt"
+    args = _args(example, root, "--ckpt_path=last", "--model.hidden_sizes=[16]")
+    line = _refusal(capsys, example, args)
+    assert line.startswith(
+        f"error: {last}: written for another {MODEL[example]}: "
+        "hidden_sizes=[8] in the file, [16] here ("
+    )
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_named_checkpoint_of_another_size_builds_the_model_to_fit_it(
+    tmp_path: Path, finished: dict[str, Path], example: str
+) -> None:
+    """LightningCLI reads a named file's hyperparameters into the model's config, so the
+    model is built at the file's size and the run resumes; only ``last`` and SLURM's
+    ``hpc_ckpt`` are looked up after the model is built, and are checked against it."""
+    named = finished[example] / "checkpoints" / "last.ckpt"
+    args = _args(example, tmp_path / "run", f"--ckpt_path={named}", "--model.hidden_sizes=[16]")
+    cli = _main(example)(args)
+    assert cli.model.hparams["hidden_sizes"] == [8]  # type: ignore[attr-defined]
+    assert cli.trainer.ckpt_path == str(named)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_run_folder_under_a_regular_file_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str
+) -> None:
+    # A path under a file cannot be created even by root, as CI runs; chmod would not stop it.
+    (tmp_path / "notes.txt").write_text("a file, not a folder\n")
+    root = tmp_path / "notes.txt" / "run"
+    line = _refusal(capsys, example, _args(example, root))
+    assert line == (
+        f"error: --trainer.default_root_dir {root}: cannot write there: "
+        f"{tmp_path / 'notes.txt'} is a file"
+    )
+
+
+class SimulatedCrash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_crash_while_writing_a_checkpoint_leaves_the_previous_last_ckpt(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, example: str
+) -> None:
+    """A resumed run that dies halfway through writing its first checkpoint. The first run
+    trains in place: Lightning writes ``last-v1.ckpt`` beside a ``last.ckpt`` it did not
+    write, as in a copied run folder."""
+    root = tmp_path / "run"
+    stop_early = {"regression": [], "ppo": ["--trainer.max_steps=2"]}[example]  # 2 of 3 rollouts
+    _main(example)(_args(example, root, *stop_early))
+    last = root / "checkpoints" / "last.ckpt"
+    before = torch.load(last, weights_only=False)
+    written_to = []
+    save = torch.save
+
+    def half_then_crash(obj: object, f: object, *args: object, **kwargs: object) -> None:
+        save(obj, f, *args, **kwargs)  # pyright: ignore[reportArgumentType]
+        name = Path(getattr(f, "name", ""))
+        if name.name.startswith(".last.ckpt."):  # the temporary file of last.ckpt
+            written_to.append(name)
+            f.truncate(f.tell() // 2)  # pyright: ignore[reportAttributeAccessIssue]
+            raise SimulatedCrash
+
+    monkeypatch.setattr(torch, "save", half_then_crash)
+    more = ["--trainer.max_epochs=4"] if example == "regression" else []
+    with pytest.raises(SimulatedCrash):
+        _main(example)(_args(example, root, "--ckpt_path=last", *more))
+    monkeypatch.undo()
+
+    # The new last.ckpt was being written beside the old one, so os.replace is a rename ...
+    assert written_to and written_to[0].parent == last.parent
+    # ... and the crash left the old one whole, and no partial file behind.
+    after = torch.load(last, weights_only=False)
+    assert after["global_step"] == before["global_step"]
+    assert not [path for path in last.parent.iterdir() if path.name.startswith(".")]
+
+
+def test_user_error_is_one_line_and_exit_2_other_errors_propagate(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(SystemExit) as exited, user_errors():
+        raise UserError("runs/x.ckpt: broken")
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == "error: runs/x.ckpt: broken\n"
+    with pytest.raises(ValueError, match="a bug"), user_errors():
+        raise ValueError("a bug")  # a bug keeps its traceback and Python's exit status 1
+
+    monkeypatch.setenv("SHOW_TRACEBACK", "1")
+    with pytest.raises(SystemExit), user_errors():
+        raise UserError("runs/x.ckpt: broken")
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and err.endswith("error: runs/x.ckpt: broken\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_command_line_exits_2_with_the_error_as_last_line(
+    tmp_path: Path, finished: dict[str, Path], example: str
+) -> None:
+    broken = tmp_path / "half.ckpt"
+    shutil.copy(finished[example] / "checkpoints" / "last.ckpt", broken)
+    _truncate(broken)
+    status, lines = run_example(
+        example, _args(example, tmp_path / "run", f"--ckpt_path={broken}"), tmp_path
+    )
+    assert status == 2, "\n".join(lines[-20:])
+    assert lines[-1].startswith(f"error: {broken}: not a readable checkpoint")
+    assert not any(line.startswith("Traceback") for line in lines)
