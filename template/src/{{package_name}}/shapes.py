@@ -15,9 +15,10 @@ What the decorator guarantees, and what it costs:
   shapes.
 - A signature that passed is not checked again: the verdict is remembered, and a call
   then costs a couple of microseconds more than the bare function, a tenth or less of a
-  full check (``docs/shape_checks.md`` says how it works). The last partial batch, batch size 1 or a new
-  sequence length are new signatures, so each is checked the first time it arrives. A
-  known signature returning a result of a new shape is checked again, without re-running.
+  full check (``docs/shape_checks.md`` says how it works). The last partial batch, batch
+  size 1 or a new sequence length are new signatures, so each is checked the first time it
+  arrives. A known signature returning a result of a new shape is checked again, without
+  re-running.
 - Nothing is remembered for a function whose annotations read values rather than shapes
   (axis expressions such as ``"{self.n}"``, ``"{n}"`` for an argument ``n`` or
   ``"batch+1"``, ``Annotated`` validators) or that this module cannot see into (string
