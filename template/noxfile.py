@@ -1,10 +1,11 @@
 """Sessions for this project: ``nox -s tests``, ``nox -s lint``, ``nox -s typecheck``, and
 ``nox -s stress`` (not run by default): every multi-process test, 20 rounds in a row.
 
-``nox -s tests -- -m "not slow"`` is the quick run. It leaves out the few tests that start
-a child process (command lines, DDP, async envs, compiled fits), which take most of the
-full suite's time; the tests' conftest checks that ``slow`` marks exactly those. Anything
-after ``--`` goes to pytest: ``nox -s tests -- -k ppo -x``.
+``nox -s tests -- -m "not slow and not cli"`` is the quick run. It leaves out the tests
+that start a child process (``slow``: command lines, DDP, async envs, compiled fits) and
+those that build a LightningCLI command line in this process (``cli``), which take most of
+the full suite's time; the tests' conftest checks that each marker covers exactly those.
+Anything after ``--`` goes to pytest: ``nox -s tests -- -k ppo -x``.
 """
 
 from pathlib import Path

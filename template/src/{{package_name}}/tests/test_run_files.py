@@ -90,6 +90,7 @@ def _truncate(path: Path) -> None:
     path.write_bytes(data[: len(data) // 2])
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_truncated_checkpoint_is_refused_by_name(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, finished: dict[str, Path], example: str
@@ -121,6 +122,7 @@ def _bare_weights(path: Path) -> str:
     return "not a Lightning checkpoint (it has no state_dict)"
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("example", EXAMPLES)
 @pytest.mark.parametrize("make", [_notes, _zip_of_notes, _bare_weights], ids=lambda f: f.__name__)
 def test_file_that_is_no_checkpoint_is_refused_by_name(
@@ -135,6 +137,7 @@ def test_file_that_is_no_checkpoint_is_refused_by_name(
     assert line.startswith(f"error: {broken}: {problem}")
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_missing_checkpoint_is_refused_by_name(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str
@@ -144,6 +147,7 @@ def test_missing_checkpoint_is_refused_by_name(
     assert line == f"error: {missing}: no such checkpoint file"
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_corrupt_last_ckpt_is_refused_not_trained_over(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, finished: dict[str, Path], example: str
@@ -157,6 +161,7 @@ def test_corrupt_last_ckpt_is_refused_not_trained_over(
     assert last.stat().st_size == size  # left for the user to inspect, not overwritten
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_ckpt_path_last_without_a_checkpoint_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str
@@ -169,6 +174,7 @@ def test_ckpt_path_last_without_a_checkpoint_is_refused(
     )
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("form", ["named", "last"])
 @pytest.mark.parametrize(
     ("example", "other"),
@@ -195,6 +201,7 @@ def test_checkpoint_of_the_other_example_is_refused(
     assert expected in line
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_checkpoint_of_another_network_size_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, finished: dict[str, Path], example: str
@@ -209,6 +216,7 @@ def test_checkpoint_of_another_network_size_is_refused(
     )
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_named_checkpoint_of_another_size_builds_the_model_to_fit_it(
     tmp_path: Path, finished: dict[str, Path], example: str
@@ -223,6 +231,7 @@ def test_named_checkpoint_of_another_size_builds_the_model_to_fit_it(
     assert cli.trainer.ckpt_path == str(named)  # type: ignore[attr-defined]
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_run_folder_under_a_regular_file_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str
@@ -241,6 +250,7 @@ class SimulatedCrash(Exception):
     pass
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_crash_while_writing_a_checkpoint_leaves_the_previous_last_ckpt(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, example: str

@@ -42,6 +42,7 @@ def test_every_preset_is_here() -> None:
     assert {path.stem for path in PRESETS} == {"cpu", "gpu", "ddp", "multi_node"}
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("example", EXAMPLES)
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda path: path.stem)
 def test_preset_sets_the_trainer_and_keeps_the_example(
@@ -67,6 +68,7 @@ def test_sbatch_script_is_valid_bash() -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_sbatch_command_parses_with_slurm_sizes(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, example: str

@@ -34,6 +34,7 @@ def _args(root: Path, env_id: str) -> list[str]:
     ]
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("env_id", ROWS)
 def test_unknown_env_id_is_refused_in_one_line(tmp_path: Path, env_id: str) -> None:
     with pytest.raises(ValueError) as refused:

@@ -45,6 +45,7 @@ def test_compiled_agent_rejects_a_column_observation() -> None:
         agent.value(torch.randn(5, 4, 1))
 
 
+@pytest.mark.cli
 def test_bf16_mixed_fit_with_checks_on(tmp_path: Path) -> None:
     summary = _fit(tmp_path, "--trainer.precision=bf16-mixed")
     assert summary["env_steps"] == 2048

@@ -45,6 +45,7 @@ def _collector(num_envs: int, num_steps: int, max_episode_steps: int | None = No
     return RolloutCollector(envs, agent, num_steps, 0.99, 0.95, 1.0, seed=0), agent
 
 
+@pytest.mark.cli
 def test_fast_dev_run_fits(tmp_path: Path) -> None:
     main(
         [
@@ -58,6 +59,7 @@ def test_fast_dev_run_fits(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.cli
 @pytest.mark.slow
 def test_async_vectorization_fits(tmp_path: Path) -> None:
     summary = _fit(
@@ -72,6 +74,7 @@ def test_async_vectorization_fits(tmp_path: Path) -> None:
     assert summary["env_steps"] == 128
 
 
+@pytest.mark.cli
 def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> None:
     summary = _fit(
         tmp_path,
@@ -93,6 +96,7 @@ CONTRACT = ("eval_return_mean", "env_steps", "train_seconds", "steps_to_475", "s
 SOLVED = ("solved_return", "steps_to_solved", "seconds_to_solved")
 
 
+@pytest.mark.cli
 def test_short_fit_writes_the_summary_contract(tmp_path: Path) -> None:
     summary = _fit(
         tmp_path, "ppo.yaml", "--model.total_env_steps=3072", "--model.eval_every_env_steps=1024"
@@ -106,6 +110,7 @@ def test_short_fit_writes_the_summary_contract(tmp_path: Path) -> None:
     assert [steps for steps, _ in summary["evaluations"]] == [1024, 2048, 3072]
 
 
+@pytest.mark.cli
 def test_solved_return_sets_steps_to_solved_while_475_keeps_its_meaning(tmp_path: Path) -> None:
     # An untrained CartPole policy's episodes last about 20 steps: a mean of 15 is reached
     # within the first rollouts, 475 never.
@@ -143,6 +148,7 @@ def test_steps_to_475_and_to_solved_are_read_off_the_rolling_20_episode_mean() -
     }
 
 
+@pytest.mark.cli
 def test_checkpoint_loads_with_weights_only_and_keeps_flat_hyperparameters(
     tmp_path: Path,
 ) -> None:
@@ -170,6 +176,7 @@ def test_each_config_sets_every_hyperparameter(config: str) -> None:
     assert sorted(arguments - model.keys()) == []
 
 
+@pytest.mark.cli
 def test_more_than_one_epoch_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="max_epochs=1"):
         _fit(tmp_path, "ppo.yaml", "--model.total_env_steps=1024", "--trainer.max_epochs=2")
@@ -207,6 +214,7 @@ def test_rollout_fields_must_share_time_and_env_axes() -> None:
         dataclasses.replace(rollout, advantages=rearrange(rollout.advantages, "t e -> (t e) 1"))
 
 
+@pytest.mark.cli
 def test_pendulum_config_runs(tmp_path: Path) -> None:
     summary = _fit(
         tmp_path, "pendulum.yaml", "--model.total_env_steps=2048", "--model.eval_every_env_steps=0"
@@ -225,12 +233,14 @@ def _column_advantages(log_prob, old_log_prob, advantages, clip_coef):
     )
 
 
+@pytest.mark.cli
 def test_seed_rl_bug_raises_inside_training(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
     with pytest.raises(TypeCheckError, match="advantages"):
         _fit(tmp_path, "ppo.yaml", "--model.total_env_steps=1024")
 
 
+@pytest.mark.cli
 def test_seed_rl_bug_unchecked_is_still_caught_by_the_broadcast_guard(
     tmp_path: Path, monkeypatch
 ) -> None:
@@ -241,6 +251,7 @@ def test_seed_rl_bug_unchecked_is_still_caught_by_the_broadcast_guard(
         _fit(tmp_path, "ppo.yaml", "--model.total_env_steps=1024")
 
 
+@pytest.mark.cli
 @pytest.mark.no_broadcast_guard
 def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> None:
     # Two rollouts are enough: the (N, 1) advantages leave almost no learning signal, so

@@ -81,6 +81,7 @@ def test_ddp_ranks_collect_different_rollouts_and_count_steps_globally(tmp_path:
     assert first and second and lengths[0] != lengths[1]
 
 
+@pytest.mark.cli
 def test_resume_restores_optimizer_schedule_env_steps_and_evaluations(tmp_path: Path) -> None:
     budget = [
         "--model.total_env_steps=512",
@@ -104,6 +105,7 @@ def test_resume_restores_optimizer_schedule_env_steps_and_evaluations(tmp_path: 
     assert [steps for steps, _ in summary["evaluations"]] == [ROLLOUT * n for n in (1, 2, 3, 4)]
 
 
+@pytest.mark.cli
 def test_resume_with_another_number_of_processes_is_refused(tmp_path: Path) -> None:
     main(_args(tmp_path, "--model.total_env_steps=512", "--trainer.max_steps=2"))
     last = tmp_path / "checkpoints" / "last.ckpt"

@@ -77,6 +77,7 @@ def _last_line_in_process(args: list[str], capsys: pytest.CaptureFixture[str]) -
     raise AssertionError("the run was not refused")
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("row", ROWS)
 def test_bad_input_is_refused_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], row: str

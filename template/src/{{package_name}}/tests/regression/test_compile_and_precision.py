@@ -36,6 +36,7 @@ def test_compiled_module_rejects_a_column_input() -> None:
         module(torch.randn(4, 3, 1))
 
 
+@pytest.mark.cli
 def test_bf16_mixed_fit_with_checks_on(tmp_path: Path) -> None:
     summary = _fit(tmp_path, "--trainer.precision=bf16-mixed")
     assert summary["epochs"] == 2

@@ -72,6 +72,7 @@ def _summary(root: Path) -> dict:
     return json.loads(path.read_text())
 
 
+@pytest.mark.cli
 def test_ddp_val_r2_is_exact_and_close_to_one_process(tmp_path: Path) -> None:
     budget = ["--trainer.max_epochs=10", "--trainer.check_val_every_n_epoch=5"]
     main(_args(tmp_path / "single", *budget))
@@ -105,6 +106,7 @@ def _epoch_of_last_checkpoint(root: Path) -> int:
     return checkpoint["epoch"]
 
 
+@pytest.mark.cli
 def test_kill_9_then_ckpt_path_last_finishes_the_same_run(tmp_path: Path) -> None:
     budget = ["--trainer.max_epochs=12"]
     main(_args(tmp_path / "whole", *budget))

@@ -35,6 +35,7 @@ def _write_csv(path: Path, rows: list[list[object]]) -> Path:
     return path
 
 
+@pytest.mark.cli
 def test_fast_dev_run_fits(tmp_path: Path) -> None:
     main(
         [
@@ -48,6 +49,7 @@ def test_fast_dev_run_fits(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.cli
 def test_fit_writes_summary_and_checkpoints_that_load_with_weights_only(tmp_path: Path) -> None:
     summary = _fit(tmp_path, *QUICK)
     assert {"val_r2", "val_mae", "train_seconds", "epochs"} <= summary.keys()
@@ -72,6 +74,7 @@ def test_column_target_in_training_step_raises_naming_target() -> None:
         module.training_step((x, rearrange(y, "batch -> batch 1")), 0)
 
 
+@pytest.mark.cli
 def test_csv_trains_on_numeric_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     generator = torch.Generator().manual_seed(0)
     rows: list[list[object]] = [["id", "a", "b", "price"]]
@@ -139,6 +142,7 @@ def test_too_few_rows_counts_data_rows(tmp_path: Path) -> None:
         RegressionData(csv_path=path, target="y")
 
 
+@pytest.mark.cli
 def test_step_limited_run_anneals_over_its_steps(tmp_path: Path) -> None:
     summary = _fit(
         tmp_path,
