@@ -3,7 +3,6 @@ planted bugs, 0 and ``[]`` for a clean script, ``-m MODULE``, a usage error as o
 with no traceback, and a normal run of the package that loads nothing of the audit."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from .helpers.audit_scripts import ATTENTION_MASKS, CATALOG, TWO_BUGS
-from .helpers.command_line import run_example
-from .helpers.paths import PACKAGE, SOURCE_ROOT
+from .helpers.command_line import child_environment, run_example
+from .helpers.paths import PACKAGE
 
 
 @pytest.mark.slow
@@ -68,10 +67,9 @@ print(sorted(name for name in sys.modules if "audit" in name))
 print(len(torch.overrides._get_current_function_mode_stack()))
 print(any(isinstance(finder, _JaxtypingFinder) for finder in sys.meta_path))
 """
-    path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-c", probe],
-        env=os.environ | {"PYTHONPATH": path},
+        env=child_environment(),
         capture_output=True,
         text=True,
         timeout=300,

@@ -4,7 +4,6 @@ or fixture fails at its line, a grid made at import time (by a test module, or b
 a conftest imports) and a marked test pass, and without the option nothing is guarded.
 This project's own loss, network, metric and mask tests pass under the option."""
 
-import os
 import re
 import subprocess
 import sys
@@ -13,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from .helpers.paths import PACKAGE, PROJECT_ROOT, SOURCE_ROOT
+from .helpers.command_line import child_environment
+from .helpers.paths import PACKAGE, PROJECT_ROOT
 
 SUITE = textwrap.dedent(
     """\
@@ -50,11 +50,10 @@ SUITE = textwrap.dedent(
 
 def _pytest(folder: Path, *options: str) -> list[str]:
     """The ``-rA`` summary lines of a child pytest run in ``folder``."""
-    path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *options],
         cwd=folder,
-        env=os.environ | {"PYTHONPATH": path},
+        env=child_environment(),
         capture_output=True,
         text=True,
         timeout=300,

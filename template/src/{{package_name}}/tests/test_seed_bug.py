@@ -3,7 +3,6 @@ predictions. With checks on it raises at the loss; with checks off it trains a m
 only predicts the mean. ``pytest -s -k seed_bug`` prints the measured table.
 """
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from ..losses import mse_loss
 from ..metrics import r2_score
 from ..nets import ScalarMLP
 from ..shapes import checks_disabled
-from .helpers.paths import SOURCE_ROOT
+from .helpers.command_line import child_environment
 
 Tensor = torch.Tensor
 TRAIN_STEPS = 300
@@ -77,9 +76,7 @@ def test_environment_variable_turns_checks_off() -> None:
         f"import torch; from {package}.losses import mse_loss; "
         "print(mse_loss(torch.zeros(6), torch.zeros(6, 1)).item())"
     )
-    source_root = str(SOURCE_ROOT)
-    search_path = os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))
-    environment = os.environ | {"JAXTYPING_DISABLE": "1", "PYTHONPATH": search_path}
+    environment = child_environment({"JAXTYPING_DISABLE": "1"})
     done = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", probe],
         env=environment,

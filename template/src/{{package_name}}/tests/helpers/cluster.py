@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from .paths import PROJECT_ROOT, SLURM, SOURCE_ROOT
+from .command_line import child_environment
+from .paths import PROJECT_ROOT, SLURM
 
 SRUN = """#!/bin/bash
 tasks=()
@@ -45,8 +46,7 @@ exec {sys.executable} "$@"
 def environment() -> dict[str, str]:
     """This process's environment, with this source tree importable and one torch thread
     per process (what DDP gives each process, and all that 2 CI cores hold)."""
-    path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    return child_environment({"OMP_NUM_THREADS": "1"})
 
 
 def free_port() -> int:

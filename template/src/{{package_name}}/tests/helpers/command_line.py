@@ -12,17 +12,23 @@ from pathlib import Path
 from .paths import PACKAGE, SOURCE_ROOT
 
 
+def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment with this source tree importable (ahead of any
+    ``PYTHONPATH`` already set), plus ``extra``: what every child Python of the tests gets."""
+    path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **(extra or {})}
+
+
 def run_example(
     example: str, args: list[str], cwd: Path, environment: dict[str, str] | None = None
 ) -> tuple[int, list[str]]:
     """Exit status and non-empty output lines (stdout and stderr together) of
     ``python -m <package>.<example> ARGS``, with this source tree importable and
     ``environment`` added to this process's."""
-    path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-m", f"{PACKAGE}.{example}", *args],
         cwd=cwd,
-        env=os.environ | {"PYTHONPATH": path} | (environment or {}),
+        env=child_environment(environment),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

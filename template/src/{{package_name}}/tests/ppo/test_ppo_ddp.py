@@ -6,7 +6,6 @@ second process by rerunning the command line. The resumed run is in this process
 
 import csv
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ import torch
 
 from ...ppo import PPOModule
 from ...ppo.__main__ import main
-from ..helpers.paths import SOURCE_ROOT
+from ..helpers.command_line import child_environment
 
 PACKAGE = __name__.partition(".")[0]
 ROLLOUT = 4 * 32  # env steps of one process's rollout
@@ -60,8 +59,7 @@ def _logged(root: Path, name: str) -> dict[int, float]:
 
 @pytest.mark.slow
 def test_ddp_ranks_collect_different_rollouts_and_count_steps_globally(tmp_path: Path) -> None:
-    path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    env = child_environment({"OMP_NUM_THREADS": "1"})
     ddp = ["--trainer.strategy=ddp", "--trainer.devices=2", "--model.total_env_steps=1024"]
     command = [sys.executable, "-m", f"{PACKAGE}.ppo", *_args(tmp_path, *ddp)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)

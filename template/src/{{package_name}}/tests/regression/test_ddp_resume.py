@@ -21,7 +21,7 @@ import torch
 from ...metrics import mean_absolute_error, r2_score
 from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
-from ..helpers.paths import SOURCE_ROOT
+from ..helpers.command_line import child_environment
 
 PACKAGE = __name__.partition(".")[0]
 DATA = ["--data.synthetic_samples=2045", "--data.batch_size=128"]  # 409 validation rows
@@ -60,8 +60,7 @@ def _args(root: Path, *extra: str) -> list[str]:
 
 def _child(args: list[str], output: Path) -> subprocess.Popen:
     """The CLI in a child process, its output in a file (a pipe left unread could fill)."""
-    path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    env = child_environment({"OMP_NUM_THREADS": "1"})
     command = [sys.executable, "-m", f"{PACKAGE}.regression", *args]
     with output.open("w") as handle:
         return subprocess.Popen(command, env=env, stdout=handle, stderr=subprocess.STDOUT)

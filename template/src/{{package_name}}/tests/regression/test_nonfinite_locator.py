@@ -3,7 +3,6 @@ run with a report naming the layer, and the last good checkpoint survives."""
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,8 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from ...guards import NonFiniteError, NonFiniteLocator
 from ...regression import RegressionData, RegressionModule
-from ..helpers.paths import CONFIGS, SOURCE_ROOT
+from ..helpers.command_line import child_environment
+from ..helpers.paths import CONFIGS
 
 CONFIG = CONFIGS / "regression.yaml"
 PACKAGE = RegressionModule.__module__.split(".")[0]
@@ -100,9 +100,9 @@ def test_cli_exits_nonzero_with_one_line_summary_last(tmp_path: Path) -> None:
     command += ["--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false"]
     command += [f"--data.synthetic_samples={SAMPLES}"]
     command += [f"--trainer.callbacks+={json.dumps(each)}" for each in callbacks]
-    source_root = str(SOURCE_ROOT)
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([source_root, *sys.path])}
-    run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    run = subprocess.run(
+        command, capture_output=True, text=True, env=child_environment(), timeout=120
+    )
     assert run.returncode != 0
     last_line = run.stderr.strip().splitlines()[-1]
     assert last_line.startswith("non-finite output first at net.layers.2 (Linear) in batch 2"), (
