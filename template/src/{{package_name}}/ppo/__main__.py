@@ -6,8 +6,9 @@ rerun after a crash (which logs to a new ``version_N``) finds it with ``--ckpt_p
 """
 
 import warnings
+from collections.abc import Sequence
 
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser
 
 from ..cli import ExampleCLI, OneLineErrorParser, checkpoint_dir, processes_released
@@ -46,8 +47,9 @@ class PPOCLI(ExampleCLI):
         parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
 
 
-def main(args: list[str] | None = None) -> PPOCLI:
-    """Parse ``args`` (default: the command line) and run the chosen subcommand."""
+def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> PPOCLI:
+    """Parse ``args`` (default: the command line) and run the chosen subcommand, with
+    ``callbacks`` added to the trainer's (a sweep's trial adds its reporter)."""
     with processes_released(), user_errors():
         return PPOCLI(
             PPOModule,
@@ -61,6 +63,7 @@ def main(args: list[str] | None = None) -> PPOCLI:
                     BroadcastGuardCallback(steps=2),
                     NonFiniteLocator(),
                     SlurmRequeue(),
+                    *callbacks,
                 ],
             },
             save_config_kwargs={"overwrite": True},

@@ -115,6 +115,7 @@ class PPOReporting(Callback):
             "seconds_to_solved": None,
             "steps_to_475": None,
             "seconds_to_475": None,
+            "steps_to_solved_or_penalty": None,
         }
         if collector is None:
             return extras
@@ -129,6 +130,12 @@ class PPOReporting(Callback):
         env_steps = collector.env_steps
         returns = self.last_eval_returns
         elapsed = time.perf_counter() - collector.started
+        extras["steps_to_solved_or_penalty"] = solve_cost(
+            extras["steps_to_solved"],
+            sum(returns) / len(returns),
+            solved_return,
+            max(module.total_env_steps, env_steps),
+        )
         return {
             "eval_return_mean": sum(returns) / len(returns),
             "eval_return_min": min(returns),
@@ -159,6 +166,22 @@ class PPOReporting(Callback):
             print(f"env steps {env_steps}: deterministic eval return {mean:.1f}", flush=True)
         self.timing["evaluation"] += time.perf_counter() - tick
         return mean
+
+
+def solve_cost(
+    steps_to_solved: int | None, eval_return: float, solved_return: float | None, budget: int
+) -> float | None:
+    """One number to minimise that prefers runs that solve in fewer env steps: a solved
+    run's ``steps_to_solved``; an unsolved one's ``budget`` plus one, stretched by how far
+    its last evaluation fell short of ``solved_return``. So every unsolved run ranks below
+    every solved run with the same budget, and the unsolved rank by their final return.
+    None without a ``solved_return``. A sweep minimises it (``steps_to_solved_or_penalty``)."""
+    if solved_return is None:
+        return None
+    if steps_to_solved is not None:
+        return float(steps_to_solved)
+    shortfall = max(0.0, solved_return - eval_return) / max(abs(solved_return), 1.0)
+    return budget * (1.0 + shortfall) + 1.0
 
 
 def _ppo(pl_module: L.LightningModule) -> PPOModule:

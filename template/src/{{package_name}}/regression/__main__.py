@@ -9,7 +9,9 @@ to a new version, and ``--ckpt_path last`` must still find the crashed run's
 ``last.ckpt``, written at the end of every epoch.
 """
 
-from lightning.pytorch.callbacks import ModelCheckpoint
+from collections.abc import Sequence
+
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser
 
 from ..cli import ExampleCLI, OneLineErrorParser, checkpoint_dir, processes_released
@@ -36,8 +38,9 @@ class RegressionCLI(ExampleCLI):
         parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
 
 
-def main(args: list[str] | None = None) -> RegressionCLI:
-    """Parse ``args`` (default: the command line) and run the chosen subcommand."""
+def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> RegressionCLI:
+    """Parse ``args`` (default: the command line) and run the chosen subcommand, with
+    ``callbacks`` added to the trainer's (a sweep's trial adds its reporter)."""
     with processes_released(), user_errors():
         return RegressionCLI(
             RegressionModule,
@@ -49,6 +52,7 @@ def main(args: list[str] | None = None) -> RegressionCLI:
                     BroadcastGuardCallback(),
                     NonFiniteLocator(),
                     SlurmRequeue(),
+                    *callbacks,
                 ]
             },
             save_config_kwargs={"overwrite": True},

@@ -145,6 +145,7 @@ def test_steps_to_475_and_to_solved_are_read_off_the_rolling_20_episode_mean() -
         "seconds_to_solved": 10.0,
         "steps_to_475": 290,
         "seconds_to_475": 14.5,
+        "steps_to_solved_or_penalty": None,  # no evaluation yet
     }
 
 

@@ -1,0 +1,264 @@
+"""Command line: ``python -m <package>.sweep regression --trials 20 [-- FIT ARGUMENTS]``.
+
+Options: ``--space FILE`` (default ``configs/sweep/<example>.yaml``), ``--trials N``,
+``--workers K``, ``--storage URL``, ``--study NAME`` (default: the example), ``--config
+FILE`` (the example's config, default ``configs/<example>.yaml``), ``--root DIR`` (default
+``runs/sweep``) and ``--seed S``. Everything after ``--`` goes to every trial's ``fit``.
+
+The study's folder is ``<root>/<study>/``. It holds the default storage, a journal file, so
+running the same command again continues the same study: ``--trials`` counts the study's
+finished trials (complete or pruned), whoever ran them. Each worker stops when the study has
+that many, so K workers finish at most K - 1 more. ``--workers K`` starts K processes on
+the same storage; each runs its trials in turn with one torch thread, so K workers use K
+cores. Every worker's sampler is seeded from ``--seed``, its index and the study's trial
+count: a worker that resumes draws new values instead of replaying the first ones.
+
+Before any trial runs, the example's parser reads the fit arguments with every bound and
+every choice of the space, so a mistyped option path or a value of the wrong type stops
+the sweep at once, as a one-line ``error:``.
+"""
+
+import argparse
+import io
+import multiprocessing
+import sys
+import warnings
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from importlib import import_module
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, NoReturn
+
+import optuna
+import torch
+import yaml
+
+from ..errors import UserError, user_errors
+from ..guards.callbacks import NonFiniteError
+from . import report, space, storage, trial
+
+# Each trial hands the example's main its own arguments on purpose, while the sweep's are
+# in sys.argv; LightningCLI's warning about the two does not apply.
+warnings.filterwarnings("ignore", "LightningCLI's args parameter is intended", UserWarning)
+
+PACKAGE = str(__package__).rpartition(".")[0]  # __name__ is "__main__" under python -m
+DESCRIPTION = "Run or continue an Optuna study of an example's hyperparameters."
+EXAMPLES = [name for name in ("regression", "ppo") if find_spec(f"{PACKAGE}.{name}")]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every worker needs; plain values, so a spawned worker receives them."""
+
+    example: str
+    space_path: Path
+    fit_args: tuple[str, ...]
+    study: str
+    storage: str
+    trials: int
+    seed: int
+    folder: Path
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"error: {message}\n")
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The sweep's own options, and the fit arguments after ``--``."""
+    split = argv.index("--") if "--" in argv else len(argv)
+    parser = _Parser(prog=f"python -m {PACKAGE}.sweep", description=DESCRIPTION)
+    parser.add_argument("example", choices=EXAMPLES)
+    parser.add_argument("--space", type=Path, help="the search space (YAML)")
+    parser.add_argument("--trials", type=int, required=True, help="finished trials to reach")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes")
+    parser.add_argument("--storage", help="an RDB URL or journal:PATH")
+    parser.add_argument("--study", help="the study's name (default: the example)")
+    parser.add_argument("--config", type=Path, help="the example's config")
+    parser.add_argument("--root", type=Path, default=Path("runs/sweep"), help="studies' folder")
+    parser.add_argument("--seed", type=int, default=0, help="the samplers' seed")
+    options = parser.parse_args(argv[:split])
+    if options.trials < 1 or options.workers < 1:
+        parser.error("--trials and --workers must be at least 1")
+    return options, argv[split + 1 :]
+
+
+def main(argv: list[str] | None = None) -> optuna.Study:
+    """Run or continue the sweep that ``argv`` (default: the command line) describes."""
+    with user_errors():
+        options, passed_on = parse(sys.argv[1:] if argv is None else argv)
+        example = options.example
+        search = space.load(options.space or Path("configs/sweep") / f"{example}.yaml")
+        config = options.config or Path("configs") / f"{example}.yaml"
+        if not config.is_file():
+            raise UserError(f"--config {config}: no such file; run from the project's root")
+        swept = {f"--{parameter.key}" for parameter in search.parameters}
+        clash = [arg for arg in passed_on if arg.split("=")[0] in swept]
+        if clash:
+            raise UserError(f"{clash[0]} after --: the space {search.path} samples that option")
+        study_name = options.study or example
+        folder = options.root / study_name
+        settings = Settings(
+            example=example,
+            space_path=search.path,
+            fit_args=("--config", str(config), *passed_on),
+            study=study_name,
+            storage=options.storage or f"journal:{folder / 'study.journal'}",
+            trials=options.trials,
+            seed=options.seed,
+            folder=folder,
+        )
+        example_main = _example_main(example)
+        base = _check_arguments(example_main, search, settings.fit_args, config)
+        study = _open_study(settings, search)
+        storage.fail_dead_trials(study)
+        if storage.finished(study) >= settings.trials:
+            print(f"study {study_name} has {storage.finished(study)} finished trials already")
+        elif options.workers == 1:
+            work(settings, 0)
+        else:
+            _start_workers(settings, options.workers)
+        return _finish(study, search, base, folder)
+
+
+def work(settings: Settings, worker: int) -> None:
+    """One worker: run trials until the study has ``settings.trials`` finished ones."""
+    with user_errors():
+        search = space.load(settings.space_path)
+        example_main = _example_main(settings.example)
+        study = optuna.load_study(
+            study_name=settings.study,
+            storage=storage.open_storage(settings.storage),
+            pruner=optuna.pruners.MedianPruner(**search.pruner),
+        )
+        seed = (settings.seed * 1_000_003 + worker * 10_007 + len(study.trials)) % 2**32
+        study.sampler = optuna.samplers.TPESampler(seed=seed)
+        refusals: list[UserError] = []
+
+        def objective(run: optuna.Trial) -> float:
+            try:
+                return trial.run(run, search, example_main, settings.fit_args, settings.folder)
+            except UserError as error:  # stop the sweep after this trial; say why last
+                refusals.append(error)
+                run.study.stop()
+                return float("nan")
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            while (left := settings.trials - storage.finished(study)) > 0:
+                before = storage.finished(study)
+                study.optimize(
+                    objective,
+                    n_trials=left,
+                    catch=(NonFiniteError,),  # a diverging trial fails; the sweep goes on
+                    callbacks=[
+                        optuna.study.MaxTrialsCallback(settings.trials, states=storage.FINISHED)
+                    ],
+                    show_progress_bar=worker == 0,
+                )
+                if refusals:
+                    raise refusals[0]
+                if storage.finished(study) == before:
+                    raise UserError(f"{left} trials in a row failed: see the warnings above")
+        finally:
+            torch.set_num_threads(threads)
+
+
+def _example_main(example: str) -> trial.Main:
+    return import_module(f"{PACKAGE}.{example}.__main__").main
+
+
+def _check_arguments(
+    example_main: trial.Main, search: space.SearchSpace, fit_args: tuple[str, ...], config: Path
+) -> dict[str, Any]:
+    """Parse the fit arguments with every bound and choice of ``search`` (the parser's
+    ``--print_config`` stops before anything is built); return the config on its own, which
+    ``best.yaml`` is the difference from."""
+    for row in search.edge_rows():
+        printed = _print_config(example_main, [*fit_args, *search.overrides(row)], search)
+        # The parser takes an unambiguous prefix of an option for the option: not here.
+        parsed = yaml.safe_load(printed)
+        for parameter in search.parameters:
+            if not _has_option(parsed, parameter.key.split(".")):
+                raise UserError(f"--space {search.path}: {parameter.key} is not an option of fit")
+    return yaml.safe_load(_print_config(example_main, ["--config", str(config)], search))
+
+
+def _has_option(config: Any, path: list[str]) -> bool:
+    """Whether ``config`` holds ``path``, looking through ``init_args`` as the parser does."""
+    for part in path:
+        if isinstance(config, dict) and part not in config:
+            config = config.get("init_args")
+        if not isinstance(config, dict) or part not in config:
+            return False
+        config = config[part]
+    return True
+
+
+def _print_config(example_main: trial.Main, args: list[str], search: space.SearchSpace) -> str:
+    printed, errors = io.StringIO(), io.StringIO()
+    try:
+        with redirect_stdout(printed), redirect_stderr(errors):
+            example_main(["fit", *args, "--print_config"])
+    except SystemExit as stop:
+        if stop.code:
+            last = (errors.getvalue().strip().splitlines() or ["refused"])[-1]
+            raise UserError(
+                f"--space {search.path} with the fit arguments: {last.removeprefix('error: ')}"
+            ) from None
+    return printed.getvalue()
+
+
+def _open_study(settings: Settings, search: space.SearchSpace) -> optuna.Study:
+    study = optuna.create_study(
+        study_name=settings.study,
+        storage=storage.open_storage(settings.storage),
+        direction="maximize" if search.direction == "maximize" else "minimize",
+        load_if_exists=True,
+    )
+    if study.direction.name.lower() != search.direction:
+        raise UserError(
+            f"--space {search.path}: direction {search.direction}, but study "
+            f"{settings.study} in {settings.storage} was made to {study.direction.name.lower()}"
+        )
+    return study
+
+
+def _start_workers(settings: Settings, count: int) -> None:
+    """Start ``count`` processes that each run :func:`work`; wait for all of them."""
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=work, args=(settings, index)) for index in range(count)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join()
+    failed = [(index, p.exitcode) for index, p in enumerate(workers) if p.exitcode]
+    if failed:
+        index, status = failed[0]
+        raise UserError(f"worker {index} stopped with status {status}: its own error is above")
+
+
+def _finish(
+    study: optuna.Study, search: space.SearchSpace, base: dict[str, Any], folder: Path
+) -> optuna.Study:
+    folder.mkdir(parents=True, exist_ok=True)
+    best = report.write_best(study, search, base, folder)
+    plots = report.draw(study, folder)
+    counts = {state.name: 0 for state in optuna.trial.TrialState}
+    for past in study.get_trials(deepcopy=False):
+        counts[past.state.name] += 1
+    shown = ", ".join(f"{count} {name.lower()}" for name, count in counts.items() if count)
+    print(f"\nstudy {study.study_name}: {shown}")
+    if best is not None:
+        print(f"best: trial {study.best_trial.number}, {search.key} {study.best_value:.6g}")
+        print(f"{best}: lay it over the example's config with a second --config")
+    print(f"study folder: {folder}" + (f" ({', '.join(p.name for p in plots)})" if plots else ""))
+    return study
+
+
+if __name__ == "__main__":
+    main()
