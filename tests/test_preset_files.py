@@ -83,6 +83,15 @@ ANY_EXAMPLE = [
     "docs/clusters.md",
     "docs/resuming.md",
     "slurm/train.sbatch",
+    "slurm/sweep.sbatch",
+    "docs/sweeps.md",
+    f"{PACKAGE}/sweep/__init__.py",
+    f"{PACKAGE}/sweep/__main__.py",
+    f"{PACKAGE}/sweep/report.py",
+    f"{PACKAGE}/sweep/space.py",
+    f"{PACKAGE}/sweep/storage.py",
+    f"{PACKAGE}/sweep/trial.py",
+    f"{TESTS}/test_sweep_space.py",
     f"{PACKAGE}/checkpoints.py",
     f"{PACKAGE}/cli.py",
     f"{PACKAGE}/errors.py",
@@ -94,6 +103,7 @@ ANY_EXAMPLE = [
 
 REGRESSION = [
     "configs/regression.yaml",
+    "configs/sweep/regression.yaml",
     "docs/regression.md",
     f"{PACKAGE}/regression/__init__.py",
     f"{PACKAGE}/regression/__main__.py",
@@ -109,11 +119,13 @@ REGRESSION = [
     f"{TESTS}/regression/test_nonfinite_locator.py",
     f"{TESTS}/regression/test_regression.py",
     f"{TESTS}/regression/test_regression_guard.py",
+    f"{TESTS}/regression/test_sweep.py",
 ]
 
 PPO = [
     "configs/ppo.yaml",
     "configs/pendulum.yaml",
+    "configs/sweep/ppo.yaml",
     "docs/ppo_learning_curve.png",
     "docs/ppo.md",
     f"{PACKAGE}/policy_gradient.py",
@@ -137,6 +149,7 @@ PPO = [
     f"{TESTS}/ppo/test_ppo_guard.py",
     f"{TESTS}/ppo/test_ppo_loss.py",
     f"{TESTS}/ppo/test_ppo_slurm.py",
+    f"{TESTS}/ppo/test_sweep.py",
 ]
 
 EXPECTED = {
