@@ -13,17 +13,20 @@ from ...sweep.__main__ import main as sweep_main
 from ..helpers.paths import CONFIGS
 
 
+def _cost(steps_to_solved: int | None, eval_return: float, solved_return: float) -> float:
+    value = solve_cost(steps_to_solved, eval_return, solved_return, budget=10_000)
+    assert value is not None
+    return value
+
+
 def test_solve_cost_ranks_solved_by_steps_and_unsolved_by_final_return() -> None:
-    budget = 10_000
-    fast, slow = solve_cost(2_000, 480.0, 475.0, budget), solve_cost(9_000, 200.0, 475.0, budget)
-    near, far = solve_cost(None, 470.0, 475.0, budget), solve_cost(None, 20.0, 475.0, budget)
+    fast, slow = _cost(2_000, 480.0, 475.0), _cost(9_000, 200.0, 475.0)
+    near, far = _cost(None, 470.0, 475.0), _cost(None, 20.0, 475.0)
     assert fast == 2_000 and slow == 9_000
-    assert fast < slow < budget < near < far
+    assert fast < slow < 10_000 < near < far
     # A negative threshold (Pendulum) and an unsolved return above it still count as unsolved.
-    above = solve_cost(None, -150.0, -200.0, budget)
-    below = solve_cost(None, -900.0, -200.0, budget)
-    assert budget < above < below
-    assert solve_cost(None, 20.0, None, budget) is None
+    assert 10_000 < _cost(None, -150.0, -200.0) < _cost(None, -900.0, -200.0)
+    assert solve_cost(None, 20.0, None, budget=10_000) is None
 
 
 @pytest.mark.cli
