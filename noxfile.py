@@ -6,7 +6,8 @@
 ``nox -s bench``  renders the default preset into build/bench; compares its PPO with
                   Stable-Baselines3 on CartPole-v1 (medians of 3 seeds, ratios), the cost
                   of shape checks against JAXTYPING_DISABLE=1, the guards' costs, and
-                  an audited run against the guard alone (``-- audit``).
+                  an audited run against the guard alone (``-- audit``), and a
+                  sweep's 2 workers against 1 (``-- sweep``).
 ``nox -s lint``   ruff on this repository's own Python.
 """
 
@@ -81,6 +82,7 @@ def bench(session: nox.Session) -> None:
         "checks": "check_overhead.py",
         "guards": "guard_costs.py",
         "audit": "audit_cost.py",
+        "sweep": "sweep_bench.py",
     }
     for name in session.posargs or list(scripts):
         session.run("python", str(ROOT / "bench" / scripts[name]), str(BENCH_DIR), package)
