@@ -91,6 +91,7 @@ ANY_EXAMPLE = [
     f"{PACKAGE}/sweep/space.py",
     f"{PACKAGE}/sweep/storage.py",
     f"{PACKAGE}/sweep/trial.py",
+    f"{PACKAGE}/sweep/worker.py",
     f"{TESTS}/test_sweep_space.py",
     f"{PACKAGE}/checkpoints.py",
     f"{PACKAGE}/cli.py",

@@ -22,43 +22,18 @@ import argparse
 import io
 import multiprocessing
 import sys
-import warnings
 from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass
-from importlib import import_module
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, NoReturn
 
 import optuna
-import torch
 import yaml
 
 from ..errors import UserError, user_errors
-from ..guards.callbacks import NonFiniteError
 from . import report, space, storage, trial
+from .worker import EXAMPLES, PACKAGE, Settings, example_main, work
 
-# Each trial hands the example's main its own arguments on purpose, while the sweep's are
-# in sys.argv; LightningCLI's warning about the two does not apply.
-warnings.filterwarnings("ignore", "LightningCLI's args parameter is intended", UserWarning)
-
-PACKAGE = str(__package__).rpartition(".")[0]  # __name__ is "__main__" under python -m
 DESCRIPTION = "Run or continue an Optuna study of an example's hyperparameters."
-EXAMPLES = [name for name in ("regression", "ppo") if find_spec(f"{PACKAGE}.{name}")]
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What every worker needs; plain values, so a spawned worker receives them."""
-
-    example: str
-    space_path: Path
-    fit_args: tuple[str, ...]
-    study: str
-    storage: str
-    trials: int
-    seed: int
-    folder: Path
 
 
 class _Parser(argparse.ArgumentParser):
@@ -111,8 +86,7 @@ def main(argv: list[str] | None = None) -> optuna.Study:
             seed=options.seed,
             folder=folder,
         )
-        example_main = _example_main(example)
-        base = _check_arguments(example_main, search, settings.fit_args, config)
+        base = _check_arguments(example_main(example), search, settings.fit_args, config)
         study = _open_study(settings, search)
         storage.fail_dead_trials(study)
         if storage.finished(study) >= settings.trials:
@@ -124,68 +98,20 @@ def main(argv: list[str] | None = None) -> optuna.Study:
         return _finish(study, search, base, folder)
 
 
-def work(settings: Settings, worker: int) -> None:
-    """One worker: run trials until the study has ``settings.trials`` finished ones."""
-    with user_errors():
-        search = space.load(settings.space_path)
-        example_main = _example_main(settings.example)
-        study = optuna.load_study(
-            study_name=settings.study,
-            storage=storage.open_storage(settings.storage),
-            pruner=optuna.pruners.MedianPruner(**search.pruner),
-        )
-        seed = (settings.seed * 1_000_003 + worker * 10_007 + len(study.trials)) % 2**32
-        study.sampler = optuna.samplers.TPESampler(seed=seed)
-        refusals: list[UserError] = []
-
-        def objective(run: optuna.Trial) -> float:
-            try:
-                return trial.run(run, search, example_main, settings.fit_args, settings.folder)
-            except UserError as error:  # stop the sweep after this trial; say why last
-                refusals.append(error)
-                run.study.stop()
-                return float("nan")
-
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            while (left := settings.trials - storage.finished(study)) > 0:
-                before = storage.finished(study)
-                study.optimize(
-                    objective,
-                    n_trials=left,
-                    catch=(NonFiniteError,),  # a diverging trial fails; the sweep goes on
-                    callbacks=[
-                        optuna.study.MaxTrialsCallback(settings.trials, states=storage.FINISHED)
-                    ],
-                    show_progress_bar=worker == 0,
-                )
-                if refusals:
-                    raise refusals[0]
-                if storage.finished(study) == before:
-                    raise UserError(f"{left} trials in a row failed: see the warnings above")
-        finally:
-            torch.set_num_threads(threads)
-
-
-def _example_main(example: str) -> trial.Main:
-    return import_module(f"{PACKAGE}.{example}.__main__").main
-
-
 def _check_arguments(
-    example_main: trial.Main, search: space.SearchSpace, fit_args: tuple[str, ...], config: Path
+    fit_main: trial.Main, search: space.SearchSpace, fit_args: tuple[str, ...], config: Path
 ) -> dict[str, Any]:
     """Parse the fit arguments with every bound and choice of ``search`` (the parser's
     ``--print_config`` stops before anything is built); return the config on its own, which
     ``best.yaml`` is the difference from."""
     for row in search.edge_rows():
-        printed = _print_config(example_main, [*fit_args, *search.overrides(row)], search)
+        printed = _print_config(fit_main, [*fit_args, *search.overrides(row)], search)
         # The parser takes an unambiguous prefix of an option for the option: not here.
         parsed = yaml.safe_load(printed)
         for parameter in search.parameters:
             if not _has_option(parsed, parameter.key.split(".")):
                 raise UserError(f"--space {search.path}: {parameter.key} is not an option of fit")
-    return yaml.safe_load(_print_config(example_main, ["--config", str(config)], search))
+    return yaml.safe_load(_print_config(fit_main, ["--config", str(config)], search))
 
 
 def _has_option(config: Any, path: list[str]) -> bool:
@@ -199,11 +125,11 @@ def _has_option(config: Any, path: list[str]) -> bool:
     return True
 
 
-def _print_config(example_main: trial.Main, args: list[str], search: space.SearchSpace) -> str:
+def _print_config(fit_main: trial.Main, args: list[str], search: space.SearchSpace) -> str:
     printed, errors = io.StringIO(), io.StringIO()
     try:
         with redirect_stdout(printed), redirect_stderr(errors):
-            example_main(["fit", *args, "--print_config"])
+            fit_main(["fit", *args, "--print_config"])
     except SystemExit as stop:
         if stop.code:
             last = (errors.getvalue().strip().splitlines() or ["refused"])[-1]
