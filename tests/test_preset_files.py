@@ -112,6 +112,7 @@ REGRESSION = [
     f"{TESTS}/regression/test_predict.py",
     f"{TESTS}/regression/test_regression.py",
     f"{TESTS}/regression/test_regression_guard.py",
+    f"{TESTS}/regression/test_table.py",
 ]
 
 PPO = [
