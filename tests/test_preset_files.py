@@ -105,22 +105,26 @@ ANY_EXAMPLE = [
 REGRESSION = [
     "configs/regression.yaml",
     "configs/sweep/regression.yaml",
+    "docs/predict.md",
     "docs/regression.md",
     f"{PACKAGE}/regression/__init__.py",
     f"{PACKAGE}/regression/__main__.py",
-    f"{PACKAGE}/regression/csv_table.py",
     f"{PACKAGE}/regression/data.py",
     f"{PACKAGE}/regression/module.py",
+    f"{PACKAGE}/regression/predict.py",
     f"{PACKAGE}/regression/synthetic.py",
+    f"{PACKAGE}/regression/table.py",
     f"{TESTS}/regression/__init__.py",
     f"{TESTS}/regression/test_bad_input.py",
     f"{TESTS}/regression/test_compile_and_precision.py",
     f"{TESTS}/regression/test_ddp_resume.py",
     f"{TESTS}/regression/test_multi_node.py",
     f"{TESTS}/regression/test_nonfinite_locator.py",
+    f"{TESTS}/regression/test_predict.py",
     f"{TESTS}/regression/test_regression.py",
     f"{TESTS}/regression/test_regression_guard.py",
     f"{TESTS}/regression/test_sweep.py",
+    f"{TESTS}/regression/test_table.py",
 ]
 
 PPO = [
