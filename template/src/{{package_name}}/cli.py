@@ -118,7 +118,7 @@ def check_writable(folder: str | Path, option: str) -> None:
         path.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=path).close()
     except OSError as error:
-        blocker = next((p for p in path.parents if p.is_file()), None)
+        blocker = next((p for p in (path, *path.parents) if p.is_file()), None)
         cause = f"{blocker} is a file" if blocker else error.strerror or str(error)
         raise UserError(f"{option} {path}: cannot write there: {cause}") from error
 
