@@ -10,6 +10,7 @@ import gymnasium as gym
 import pytest
 from einops import rearrange
 from gymnasium.envs.registration import EnvSpec
+from jaxtyping import TypeCheckError
 
 from ...ppo import module as ppo_module
 from ...ppo.__main__ import main
@@ -118,5 +119,5 @@ def test_shape_error_in_training_keeps_its_traceback(
         lambda advantages: rearrange(normalize(advantages), "batch -> batch 1"),
     )
     budget = [*TINY, "--model.total_env_steps=32", "--trainer.logger=false"]
-    with pytest.raises(TypeError, match="advantages"):
+    with pytest.raises(TypeCheckError, match="advantages"):
         main(_args(tmp_path / "run", *budget))

@@ -75,8 +75,11 @@ def test_video_without_the_extra_is_refused_by_name(
     monkeypatch.setitem(sys.modules, "imageio", None)  # as if not installed
     args = ["--ckpt_path", _checkpoint(trained), "--video", "replay.mp4"]
     line = refusal(capsys, lambda: main(args))
-    assert re.match(r"error: --video needs the \[video\] extra \(pip install '\w+\[video\]'\): "
-                    r"cannot import imageio", line), line
+    assert re.match(
+        r"error: --video needs the \[video\] extra \(pip install '\w+\[video\]'\): "
+        r"cannot import imageio",
+        line,
+    ), line
 
 
 def _truncated(root: Path, folder: Path) -> Path:
@@ -88,13 +91,18 @@ def _truncated(root: Path, folder: Path) -> Path:
 def _regression_like(root: Path, folder: Path) -> Path:
     path = folder / "regression.ckpt"
     hyperparameters = {"learning_rate": 1e-3, "weight_decay": 0.0}
-    torch.save({"state_dict": {"net.weight": torch.zeros(2)}, "hyper_parameters": hyperparameters}, path)
+    torch.save(
+        {"state_dict": {"net.weight": torch.zeros(2)}, "hyper_parameters": hyperparameters}, path
+    )
     return path
 
 
 # row: (arguments, with {trained} and {dir} filled in, and the pattern of the last line)
 ROWS: dict[str, tuple[list[str], str]] = {
-    "missing_checkpoint": (["--ckpt_path={dir}/nope.ckpt"], r".*/nope\.ckpt: no such checkpoint file$"),
+    "missing_checkpoint": (
+        ["--ckpt_path={dir}/nope.ckpt"],
+        r".*/nope\.ckpt: no such checkpoint file$",
+    ),
     "truncated_checkpoint": (
         ["--ckpt_path={truncated}"],
         r".*/half\.ckpt: not a readable checkpoint, the file is truncated or corrupt",
@@ -103,7 +111,10 @@ ROWS: dict[str, tuple[list[str], str]] = {
         ["--ckpt_path={regression}"],
         r".*/regression\.ckpt: not a checkpoint of PPOModule: its hyperparameters weight_decay",
     ),
-    "no_episodes": (["--ckpt_path={trained}", "--episodes=0"], r"--episodes must be at least 1, got 0$"),
+    "no_episodes": (
+        ["--ckpt_path={trained}", "--episodes=0"],
+        r"--episodes must be at least 1, got 0$",
+    ),
     "video_not_mp4": (
         ["--ckpt_path={trained}", "--video={dir}/replay.gif"],
         r"--video .*replay\.gif: the file name must end in \.mp4$",
@@ -113,7 +124,10 @@ ROWS: dict[str, tuple[list[str], str]] = {
         r"--output .*summary\.json: cannot write there: .*summary\.json is a file$",
     ),
     "no_checkpoint_named": (["--episodes=2"], r"the following arguments are required: ckpt_path$"),
-    "wrong_type": (["--ckpt_path={trained}", "--seed=lots"], r'Parser key "seed": .*Given value: lots$'),
+    "wrong_type": (
+        ["--ckpt_path={trained}", "--seed=lots"],
+        r'Parser key "seed": .*Given value: lots$',
+    ),
 }
 
 
@@ -138,6 +152,8 @@ def test_bad_input_is_refused_in_one_line(
 
 @pytest.mark.slow
 def test_command_line_exits_2_with_the_error_last(tmp_path: Path, trained: Path) -> None:
-    returncode, lines = run_example("ppo.enjoy", _args("other_models_checkpoint", trained, tmp_path), tmp_path)
+    returncode, lines = run_example(
+        "ppo.enjoy", _args("other_models_checkpoint", trained, tmp_path), tmp_path
+    )
     assert returncode == 2, "\n".join(lines[-30:])
     assert re.search("^error: " + ROWS["other_models_checkpoint"][1], refused_line(lines))
