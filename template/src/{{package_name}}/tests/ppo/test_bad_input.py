@@ -69,7 +69,7 @@ ROWS: dict[str, tuple[list[str], str]] = {
 }
 
 
-def _needs_missing_package() -> gym.Env:
+def _needs_missing_package(**kwargs: object) -> gym.Env:
     raise gym.error.DependencyNotInstalled(
         'missing_package is not installed, run `pip install "gymnasium[missing]"`'
     )
