@@ -141,7 +141,9 @@ def main(args: list[str] | None = None) -> dict[str, Any]:
     """Parse ``args`` (default: the command line) and replay the checkpoint."""
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")  # pygame's greeting on import
     with user_errors():
-        parser = OneLineErrorParser(description="Replay the policy of a PPO checkpoint.")
+        parser = OneLineErrorParser(
+            prog=f"python -m {__package__}.enjoy", description="Replay a PPO checkpoint's policy."
+        )
         parser.add_function_arguments(enjoy, as_positional=False)
         config = parser.parse_args(args)
         return enjoy(**config.as_dict())
