@@ -7,8 +7,8 @@ the second, after the usage text. A failed run's last line should name both, so 
 message is joined into one line before it is printed; the exit status stays 2.
 
 Every entry point runs inside ``errors.user_errors``, so a mistake found later (a folder
-the run cannot write, a checkpoint that does not load or fit) ends the output in one line
-too, with the same exit status.
+the run cannot write, a checkpoint that does not load or fit, an option value that a class
+refuses when it is built) ends the output in one line too, with the same exit status.
 """
 
 import tempfile
@@ -48,6 +48,18 @@ class ExampleCLI(LightningCLI):
         if named and "://" not in str(ckpt_path) and self.model_class is not None:
             check_hyperparameters(read(ckpt_path), self.model_class, ckpt_path)
 
+    def instantiate_classes(self) -> None:
+        """Let a :class:`UserError` that a class raises while it is built reach the entry
+        point as itself: jsonargparse wraps what the class of an option with several
+        accepted types (a callback, a logger) raises in a ValueError of its own."""
+        try:
+            super().instantiate_classes()
+        except Exception as error:
+            cause = _user_error_in(error)
+            if cause is None:
+                raise
+            raise cause from None
+
     def before_fit(self) -> None:
         self._check_run_files()
         checkpoint = self.trainer.checkpoint_callback
@@ -83,6 +95,18 @@ class ExampleCLI(LightningCLI):
             trainer.strategy.checkpoint_io = CheckpointFiles(self.model)
 
 
+def _user_error_in(error: BaseException) -> UserError | None:
+    """The first UserError in the chain of exceptions that caused ``error``, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, UserError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def check_writable(folder: str | Path, option: str) -> None:
     """Create ``folder`` and write a file into it, or raise a :class:`UserError` that names
     the ``option`` and the cause. A run that cannot write finds out here, not after its
@@ -94,7 +118,7 @@ def check_writable(folder: str | Path, option: str) -> None:
         path.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=path).close()
     except OSError as error:
-        blocker = next((p for p in path.parents if p.is_file()), None)
+        blocker = next((p for p in (path, *path.parents) if p.is_file()), None)
         cause = f"{blocker} is a file" if blocker else error.strerror or str(error)
         raise UserError(f"{option} {path}: cannot write there: {cause}") from error
 

@@ -30,7 +30,6 @@ CONTRACT_RETURN = 475.0
 ``solved_return`` is: the benchmark compares runs on them (CartPole-v1's own threshold)."""
 WINDOW = 20
 """Training episodes in the rolling mean that the logged return and "solved" are read from."""
-EVAL_SEED = 10_000_000
 
 
 class PPOReporting(Callback):
@@ -158,7 +157,7 @@ class PPOReporting(Callback):
     def _evaluate(self, module: PPOModule, env_steps: int) -> float:
         tick = time.perf_counter()
         self.last_eval_returns = evaluate(
-            module.agent, module.env_id, module.eval_episodes, seed=EVAL_SEED
+            module.agent, module.env_id, module.eval_episodes, module.eval_seed
         )
         mean = sum(self.last_eval_returns) / len(self.last_eval_returns)
         self.evaluations.append((env_steps, mean))

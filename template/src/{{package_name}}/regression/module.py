@@ -17,6 +17,7 @@ import torch
 from einops import rearrange
 from torch.utils.data import DataLoader
 
+from ..errors import UserError
 from ..losses import mse_loss
 from ..metrics import mean_absolute_error, r2_score
 from ..nets import Activation, ScalarMLP
@@ -149,7 +150,7 @@ class RegressionModule(L.LightningModule):
         )
         total_steps = self.trainer.estimated_stepping_batches
         if not math.isfinite(total_steps):
-            raise ValueError(
+            raise UserError(
                 "the cosine schedule needs a length: set --trainer.max_epochs or "
                 "--trainer.max_steps"
             )

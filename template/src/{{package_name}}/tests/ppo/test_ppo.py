@@ -177,12 +177,6 @@ def test_each_config_sets_every_hyperparameter(config: str) -> None:
     assert sorted(arguments - model.keys()) == []
 
 
-@pytest.mark.cli
-def test_more_than_one_epoch_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="max_epochs=1"):
-        _fit(tmp_path, "ppo.yaml", "--model.total_env_steps=1024", "--trainer.max_epochs=2")
-
-
 def test_rollouts_hold_no_fake_transition_at_autoreset() -> None:
     # An untrained CartPole policy ends an episode every ~20 steps. With gymnasium's
     # default autoreset, the step after each end would be a fake transition with reward 0.

@@ -14,6 +14,7 @@ from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
 from ..helpers.command_line import fit_summary
 from ..helpers.paths import CONFIGS
+from ..helpers.refusals import refusal
 
 CONFIG = CONFIGS / "regression.yaml"
 QUICK = [
@@ -133,3 +134,14 @@ def test_default_config_reaches_r2_of_095(tmp_path: Path) -> None:
     # The shipped config's whole budget, run as the README runs it: in its own process.
     summary = fit_summary("regression", CONFIG, QUIET, tmp_path)
     assert summary["val_r2"] >= 0.95, summary
+
+
+@pytest.mark.cli
+def test_schedule_without_a_length_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    args = ["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path}", *QUIET]
+    line = refusal(capsys, lambda: main([*args, "--trainer.max_epochs=-1"]))
+    assert line == (
+        "error: the cosine schedule needs a length: set --trainer.max_epochs or --trainer.max_steps"
+    )
