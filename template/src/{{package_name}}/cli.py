@@ -27,6 +27,12 @@ from .errors import UserError
 
 
 class OneLineErrorParser(LightningArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # argparse takes a unique prefix of an option for the option: --model.num_env=2 would
+        # quietly set --model.num_envs. A mistyped key must be refused, not guessed.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         lines = (line.strip() for line in message.splitlines())
         super().error(" ".join(line for line in lines if line), ex)

@@ -66,6 +66,8 @@ ROWS: dict[str, tuple[list[str], str]] = {
         r"Parser key \"model\.num_envs\": Expected a <class 'int'>\. Got value: lots$",
     ),
     "unknown_key": (["--model.num_emvs=2"], r"unrecognized arguments: --model\.num_emvs=2$"),
+    # argparse would take a unique prefix for the whole option and train with num_envs=2.
+    "abbreviated_key": (["--model.num_env=2"], r"unrecognized arguments: --model\.num_env=2$"),
 }
 
 
