@@ -13,7 +13,6 @@ names the file, before any state is restored. Lightning would otherwise fail dee
 """
 
 import inspect
-import io
 import os
 import pickle
 import zipfile
@@ -52,13 +51,9 @@ class CheckpointFiles(TorchCheckpointIO):
         # A dot name that Lightning's search for "last*.ckpt" does not match; the pid keeps
         # two writers of one name apart.
         temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        # Serialised in memory and written in one call, as Lightning's own writer does:
-        # torch.save into a file makes a write call per record, several times slower.
-        serialised = io.BytesIO()
-        torch.save(checkpoint, serialised)
         try:
             with temporary.open("wb") as handle:
-                handle.write(serialised.getbuffer())
+                torch.save(checkpoint, handle)
                 handle.flush()
                 os.fsync(handle.fileno())  # the data is on disk before the name points at it
             os.replace(temporary, target)
