@@ -6,8 +6,10 @@
 ``nox -s bench``  renders the default preset into build/bench; compares its PPO with
                   Stable-Baselines3 on CartPole-v1 (medians of 3 seeds, ratios), the cost
                   of shape checks against JAXTYPING_DISABLE=1, the guards' costs, and
-                  an audited run against the guard alone (``-- audit``), and a
-                  sweep's 2 workers against 1 (``-- sweep``).
+                  an audited run against the guard alone (``-- audit``), a sweep's 2
+                  workers against 1 (``-- sweep``), the regression example's step against
+                  a raw PyTorch loop, also at 10^4-10^6 rows (``-- loop``), and both
+                  examples' ratios on a GPU (``-- gpu``).
 ``nox -s lint``   ruff on this repository's own Python.
 """
 
@@ -72,7 +74,7 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """All benchmarks, or those named: ``nox -s bench -- sb3 checks guards audit``."""
+    """All benchmarks, or those named: ``nox -s bench -- sb3 checks guards audit loop gpu``."""
     session.install("copier")
     _render(session, "default", BENCH_DIR)
     session.install("-e", str(BENCH_DIR), "stable-baselines3>=2.4")
@@ -83,6 +85,8 @@ def bench(session: nox.Session) -> None:
         "guards": "guard_costs.py",
         "audit": "audit_cost.py",
         "sweep": "sweep_bench.py",
+        "loop": "regression_loop.py",
+        "gpu": "gpu.py",
     }
     for name in session.posargs or list(scripts):
         session.run("python", str(ROOT / "bench" / scripts[name]), str(BENCH_DIR), package)

@@ -85,6 +85,8 @@ class RegressionModule(L.LightningModule):
         self._compiled_net = compiled(self.net, backend=compile_backend) if compile else None
         self._val_predictions: list[Tensor] = []
         self._val_targets: list[Tensor] = []
+        self._train_loss_sums: list[Tensor] = []
+        self._train_rows = 0
 
     @typechecked
     def forward(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, " batch"]:
@@ -101,9 +103,9 @@ class RegressionModule(L.LightningModule):
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         x, y = batch
         loss = mse_loss(self._standardised_prediction(x), self._standardise(y))
-        self.log(
-            "train_loss", loss, on_step=False, on_epoch=True, batch_size=len(y), sync_dist=True
-        )
+        # Summed here, logged once an epoch: a self.log call costs about a step's compute.
+        self._train_loss_sums.append(loss.detach() * len(y))
+        self._train_rows += len(y)
         return loss
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
@@ -123,6 +125,13 @@ class RegressionModule(L.LightningModule):
         self.log("val_loss", loss, sync_dist=True)
         self.log("val_r2", r2_score(prediction, target), sync_dist=True)
         self.log("val_mae", mean_absolute_error(prediction, target), sync_dist=True)
+
+    def on_train_epoch_end(self) -> None:
+        if self._train_rows:
+            total = torch.stack(self._train_loss_sums).sum()
+            self.log("train_loss", total / self._train_rows, sync_dist=True)
+        self._train_loss_sums.clear()
+        self._train_rows = 0
 
     def _gather(self, values: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
         """Every process's rows in the split's order, without the sampler's padding.
