@@ -17,6 +17,7 @@ from ..errors import user_errors
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
 from ..preemption import SlurmRequeue
 from ..run_summary import RunSummary
+from ..tracking import WandbRunId, link_logs_to_run_root
 from .data import RegressionData
 from .module import RegressionModule
 
@@ -34,6 +35,7 @@ class RegressionCLI(ExampleCLI):
             }
         )
         parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
+        link_logs_to_run_root(parser)
 
 
 def main(args: list[str] | None = None) -> RegressionCLI:
@@ -46,6 +48,7 @@ def main(args: list[str] | None = None) -> RegressionCLI:
             trainer_defaults={
                 "callbacks": [
                     RunSummary(metrics=("val_r2", "val_mae", "val_loss")),
+                    WandbRunId(),
                     BroadcastGuardCallback(),
                     NonFiniteLocator(),
                     SlurmRequeue(),
