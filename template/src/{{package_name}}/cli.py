@@ -57,7 +57,8 @@ class ExampleCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         """Fill the logger settings that follow the run root (see ``tracking``)."""
         config = self.config[self.subcommand] if self.subcommand else self.config
-        fill_logger_paths(config, config.get("checkpoint", {}).get("dirpath"))
+        resumed_from = config.get("ckpt_path") if self.subcommand == "fit" else None
+        fill_logger_paths(config, resumed_from, config.get("checkpoint", {}).get("dirpath"))
 
     def before_fit(self) -> None:
         self._check_run_files()

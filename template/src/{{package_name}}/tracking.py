@@ -39,10 +39,12 @@ def link_logs_to_run_root(parser: LightningArgumentParser) -> None:
     parser.link_arguments("trainer.default_root_dir", "trainer.logger.init_args.save_dir", run_root)
 
 
-def fill_logger_paths(config: Namespace, checkpoint_dir: str | None) -> None:
+def fill_logger_paths(
+    config: Namespace, resumed_from: str | None, checkpoint_dir: str | None
+) -> None:
     """Fill, in a subcommand's parsed ``config``, what the logger presets leave unset:
-    MLflow's store under the run root, and for ``fit --ckpt_path`` the W&B run id that the
-    checkpoint recorded. ``checkpoint_dir`` is where ``--ckpt_path last`` looks."""
+    MLflow's store under the run root, and the W&B run id recorded in ``resumed_from``, the
+    ``--ckpt_path`` of a fit (``last``: the newest ``last*.ckpt`` in ``checkpoint_dir``)."""
     root = Path(run_root(config.trainer.get("default_root_dir"))).resolve()
     run_id = None
     for logger in _logger_configs(config.trainer.get("logger")):
@@ -56,7 +58,7 @@ def fill_logger_paths(config: Namespace, checkpoint_dir: str | None) -> None:
             if not init_args.get("artifact_location"):
                 init_args.artifact_location = str(root / "mlartifacts")
         if name == "WandbLogger" and not (init_args.get("id") or init_args.get("version")):
-            run_id = run_id or _recorded_wandb_id(config.get("ckpt_path"), checkpoint_dir)
+            run_id = run_id or _recorded_wandb_id(resumed_from, checkpoint_dir)
             init_args.id = run_id
 
 

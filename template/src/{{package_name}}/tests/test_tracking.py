@@ -100,20 +100,24 @@ def _yaml_keys(path: Path) -> set[str]:
 
 @pytest.mark.slow
 @pytest.mark.cli
-def test_every_logger_preset_receives_the_metrics_and_hyperparameters(tmp_path: Path) -> None:
+def test_every_logger_preset_receives_the_metrics_and_hyperparameters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where a logger that ignored the root would write
+    root = tmp_path / "run"
     example = EXAMPLES[-1]  # PPO where there is one: it logs through its own callback
-    cli = _fit(example, tmp_path, *TINY[example], SHORT[example], *_added(PRESETS))
+    cli = _fit(example, root, *TINY[example], SHORT[example], *_added(PRESETS))
     (wandb_logger,) = [x for x in cli.trainer.loggers if isinstance(x, WandbLogger)]
     _assert_received(
         example,
         {
-            "tensorboard": _tensorboard(tmp_path),
-            "csv": _csv(tmp_path),
-            "mlflow": _mlflow(tmp_path),
-            "wandb": _wandb(tmp_path, wandb_logger),
+            "tensorboard": _tensorboard(root),
+            "csv": _csv(root),
+            "mlflow": _mlflow(root),
+            "wandb": _wandb(root, wandb_logger),
         },
     )
-    assert not (Path.cwd() / "mlruns").exists()  # MLflow wrote nothing outside the root
+    assert [path.name for path in tmp_path.iterdir()] == ["run"]
 
 
 @pytest.mark.slow
