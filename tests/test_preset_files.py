@@ -75,6 +75,10 @@ CORE = [
 
 # Either example: the LightningCLI entry point, trainer presets and the Slurm script.
 ANY_EXAMPLE = [
+    "configs/logger/csv.yaml",
+    "configs/logger/mlflow.yaml",
+    "configs/logger/tensorboard.yaml",
+    "configs/logger/wandb.yaml",
     "configs/trainer/cpu.yaml",
     "configs/trainer/ddp.yaml",
     "configs/trainer/gpu.yaml",
@@ -82,6 +86,7 @@ ANY_EXAMPLE = [
     "docs/bad_input.md",
     "docs/clusters.md",
     "docs/resuming.md",
+    "docs/tracking.md",
     "slurm/train.sbatch",
     "slurm/sweep.sbatch",
     "docs/sweeps.md",
@@ -97,9 +102,12 @@ ANY_EXAMPLE = [
     f"{PACKAGE}/cli.py",
     f"{PACKAGE}/errors.py",
     f"{PACKAGE}/preemption.py",
+    f"{PACKAGE}/tracking.py",
     f"{TESTS}/helpers/cluster.py",
     f"{TESTS}/helpers/refusals.py",
+    f"{TESTS}/test_quiet_start.py",
     f"{TESTS}/test_run_files.py",
+    f"{TESTS}/test_tracking.py",
     f"{TESTS}/test_trainer_presets.py",
 ]
 

@@ -9,9 +9,14 @@ message is joined into one line before it is printed; the exit status stays 2.
 Every entry point runs inside ``errors.user_errors``, so a mistake found later (a folder
 the run cannot write, a checkpoint that does not load or fit, an option value that a class
 refuses when it is built) ends the output in one line too, with the same exit status.
+
+Importing this module quiets three notices from third parties that a user cannot act on
+(see :func:`quiet_third_parties`); every other warning and log record still shows.
 """
 
+import logging
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +29,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from .checkpoints import CheckpointFiles, check_hyperparameters, read
 from .errors import UserError
+from .tracking import fill_logger_paths
 
 
 class OneLineErrorParser(LightningArgumentParser):
@@ -53,6 +59,12 @@ class ExampleCLI(LightningCLI):
         named = ckpt_path not in (None, "last", "best", "hpc", "registry")
         if named and "://" not in str(ckpt_path) and self.model_class is not None:
             check_hyperparameters(read(ckpt_path), self.model_class, ckpt_path)
+
+    def before_instantiate_classes(self) -> None:
+        """Fill the logger settings that follow the run root (see ``tracking``)."""
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        resumed_from = config.get("ckpt_path") if self.subcommand == "fit" else None
+        fill_logger_paths(config, resumed_from, config.get("checkpoint", {}).get("dirpath"))
 
     def instantiate_classes(self) -> None:
         """Let a :class:`UserError` that a class raises while it is built reach the entry
@@ -145,3 +157,32 @@ def processes_released() -> Iterator[None]:
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+
+
+_NOTICES = (
+    # Lightning's default logger without TensorBoard; TensorBoard is a dependency here, and
+    # the notice asks the user to install what the project already installs.
+    (UserWarning, r"Starting from v1\.9\.0, `tensorboardX` has been removed"),
+    # Raised by Lightning's own use of torch's pytree API, not by the user's code.
+    (FutureWarning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),
+)
+_TIP = "💡 Tip: For seamless cloud"
+"""Lightning's advertisements for its cloud packages, logged at INFO on every fit."""
+
+
+def _not_a_tip(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(_TIP)
+
+
+def quiet_third_parties() -> None:
+    """Hide the notices above, matched by category and message, and Lightning's cloud tips,
+    matched by the start of the message on the logger that emits them. Nothing else."""
+    for category, message in _NOTICES:
+        warnings.filterwarnings("ignore", message=message, category=category)
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        source = logging.getLogger(name)
+        if _not_a_tip not in source.filters:
+            source.addFilter(_not_a_tip)
+
+
+quiet_third_parties()

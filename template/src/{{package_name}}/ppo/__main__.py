@@ -16,6 +16,7 @@ from ..errors import user_errors
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
 from ..preemption import SlurmRequeue
 from ..run_summary import RunSummary
+from ..tracking import WandbRunId, link_logs_to_run_root
 from .module import PPOModule
 from .reporting import PPOReporting
 
@@ -45,6 +46,7 @@ class PPOCLI(ExampleCLI):
             }
         )
         parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
+        link_logs_to_run_root(parser)
 
 
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> PPOCLI:
@@ -59,6 +61,7 @@ def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> P
                 "max_epochs": 1,
                 "callbacks": [
                     RunSummary(metrics=()),
+                    WandbRunId(),
                     PPOReporting(),
                     BroadcastGuardCallback(steps=2),
                     NonFiniteLocator(),

@@ -1,6 +1,6 @@
 """What a PPO run reports, apart from the algorithm: a callback that the command line installs.
 
-- once per rollout, one call to the logger at the run's env-step count: the update's
+- once per rollout, one call to every logger at the run's env-step count: the update's
   statistics and learning rate, the mean return and length of the last 20 training
   episodes, env steps per second, and ``eval_return`` when an evaluation falls due;
 - a deterministic evaluation every ``eval_every_env_steps`` and one at the end;
@@ -9,7 +9,7 @@
 - where the time went: env steps and policy calls (timed by the collector), updates,
   evaluations and logging.
 
-Per-rollout statistics go straight to the logger, once: a ``self.log`` per optimizer step
+Per-rollout statistics go straight to the loggers, once: a ``self.log`` per optimizer step
 would cost more than the step itself on a small MLP. The evaluations so far are this
 callback's checkpoint state, so a resumed run reports them all.
 """
@@ -83,8 +83,8 @@ class PPOReporting(Callback):
             metrics["episodic_length"] = sum(lengths) / len(lengths)
         elapsed = time.perf_counter() - collector.started
         metrics["sps"] = (env_steps - collector.first_env_step) / elapsed
-        if trainer.logger is not None:
-            trainer.logger.log_metrics(metrics, step=env_steps)
+        for logger in trainer.loggers:  # every configured logger, not only the first
+            logger.log_metrics(metrics, step=env_steps)
         self.timing["logging"] += time.perf_counter() - tick
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

@@ -27,6 +27,7 @@ from ..errors import UserError, user_errors
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
 from ..preemption import SlurmRequeue
 from ..run_summary import RunSummary
+from ..tracking import WandbRunId, link_logs_to_run_root
 from .data import RegressionData
 from .module import RegressionModule
 from .predict import PredictionWriter
@@ -65,9 +66,11 @@ class RegressionCLI(ExampleCLI):
             }
         )
         parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
+        link_logs_to_run_root(parser)
 
     def before_instantiate_classes(self) -> None:
         """Refuse a predict that could not use the checkpoint, or a predict file elsewhere."""
+        super().before_instantiate_classes()
         config = self.config[self.subcommand] if self.subcommand else None
         if config is None:
             return
@@ -99,6 +102,7 @@ def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> R
             trainer_defaults={
                 "callbacks": [
                     RunSummary(metrics=("val_r2", "val_mae", "val_loss")),
+                    WandbRunId(),
                     BroadcastGuardCallback(),
                     NonFiniteLocator(),
                     SlurmRequeue(),
