@@ -25,21 +25,57 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
-from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from ..errors import UserError
+from ..shapes import Float
 from .predict import PredictChunks
 from .synthetic import make_synthetic_regression
 from .table import Encoding, Missing, TableOptions, fit_encoding, read_table
 
 
-def _spread(values: Tensor) -> Tensor:
-    """Standard deviation along the rows, 1 where it is zero or undefined (a constant
-    column, a single row), so that standardising never divides by zero."""
-    if len(values) < 2:
-        return torch.ones_like(values[0])
-    std = values.std(dim=0)
-    return torch.where(std > 0, std, torch.ones_like(std))
+def _column_stats(values: Tensor, rows: Tensor, chunk: int = 65_536) -> tuple[Tensor, Tensor]:
+    """Mean and standard deviation of ``values[rows]`` along the rows, read a chunk of rows
+    at a time (two passes, in float64), so that a large table is never copied whole to
+    compute them. The deviation is 1 where it is zero or undefined (a constant column, a
+    single row), so that standardising never divides by zero."""
+    total = torch.zeros(values.shape[1:], dtype=torch.float64)
+    for part in rows.split(chunk):
+        total += values[part].double().sum(dim=0)
+    mean = total / len(rows)
+    if len(rows) < 2:
+        return mean.float(), torch.ones_like(mean, dtype=torch.float32)
+    squares = torch.zeros_like(total)
+    for part in rows.split(chunk):
+        squares += ((values[part].double() - mean) ** 2).sum(dim=0)
+    std = (squares / (len(rows) - 1)).sqrt().float()
+    return mean.float(), torch.where(std > 0, std, torch.ones_like(std))
+
+
+class SplitRows(Dataset):
+    """One split of a table: the whole table's tensors and the indices of this split's rows.
+
+    The splits share the table rather than copying their rows out of it, so the data sits in
+    memory once. Indexed by a tensor of positions (a whole batch, as ``ShardBatches`` asks),
+    it gathers those rows with one indexing per tensor.
+    """
+
+    def __init__(
+        self, features: Float[Tensor, "row feature"], target: Float[Tensor, " row"], rows: Tensor
+    ) -> None:
+        self.features, self.target, self.rows = features, target, rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int | Tensor) -> tuple[Tensor, Tensor]:
+        picked = self.rows[index]
+        return self.features[picked], self.target[picked]
+
+    @property
+    def tensors(self) -> tuple[Tensor, Tensor]:
+        """This split's rows as tensors of their own (a copy), as ``TensorDataset`` has."""
+        return self.features[self.rows], self.target[self.rows]
 
 
 class RegressionData(L.LightningDataModule):
@@ -130,13 +166,13 @@ class RegressionData(L.LightningDataModule):
         self.num_features = x.shape[1]
         self.feature_columns = encoding.columns
         self.categories = encoding.categories
-        self.feature_mean = x[train_rows].mean(dim=0).tolist()
-        self.feature_std = _spread(x[train_rows]).tolist()
-        self.target_mean = float(y[train_rows].mean())
-        self.target_std = float(_spread(y[train_rows]))
+        feature_mean, feature_std = _column_stats(x, train_rows)
+        target_mean, target_std = _column_stats(y, train_rows)
+        self.feature_mean, self.feature_std = feature_mean.tolist(), feature_std.tolist()
+        self.target_mean, self.target_std = float(target_mean), float(target_std)
         # Raw features: the model standardises them itself, so predict can feed raw rows.
-        self.train_set = TensorDataset(x[train_rows], y[train_rows])
-        self.val_set = TensorDataset(x[val_rows], y[val_rows])
+        self.train_set = SplitRows(x, y, train_rows)
+        self.val_set = SplitRows(x, y, val_rows)
 
     def _order(self, rows: int, val_fraction: float, source: str) -> Tensor:
         """A seeded permutation of the rows: the validation split first, then training."""
@@ -164,7 +200,7 @@ class RegressionData(L.LightningDataModule):
         encoding = Encoding(list(hparams["feature_columns"]), dict(hparams["categories"] or {}))
         return DataLoader(PredictChunks(self.predict_csv, encoding, self.options), batch_size=None)
 
-    def _loader(self, rows: TensorDataset, shuffle: bool) -> DataLoader:
+    def _loader(self, rows: SplitRows, shuffle: bool) -> DataLoader:
         """This process's shard of ``rows``, a batch at a time; Lightning calls the
         sampler's ``set_epoch``."""
         world, rank = (
@@ -188,7 +224,7 @@ class RegressionData(L.LightningDataModule):
 
 class ShardBatches(DistributedSampler):
     """The rows a ``DistributedSampler`` gives this process, in its order, as index tensors
-    of ``batch_size``: a ``TensorDataset`` then serves a batch with one indexing per tensor,
+    of ``batch_size``: ``SplitRows`` then serves a batch with one indexing per tensor,
     where a per-row sampler costs a ``__getitem__`` per row and a collate per batch.
 
     It stays a ``DistributedSampler`` so that Lightning calls ``set_epoch`` on it and does
@@ -197,7 +233,7 @@ class ShardBatches(DistributedSampler):
     ints, which costs several times more at a million rows.
     """
 
-    def __init__(self, rows: TensorDataset, batch_size: int, **kwargs: Any) -> None:
+    def __init__(self, rows: SplitRows, batch_size: int, **kwargs: Any) -> None:
         super().__init__(rows, **kwargs)
         self.batch_size = batch_size
 
@@ -211,9 +247,10 @@ class ShardBatches(DistributedSampler):
         else:
             order = torch.arange(count)
         # The parent's order: padded by wrapping around to total_size, then every
-        # num_replicas-th position from this rank.
-        positions = torch.arange(self.rank, self.total_size, self.num_replicas) % count
-        yield from order[positions].split(self.batch_size)
+        # num_replicas-th position from this rank (all of it, as it is, for one process).
+        if self.num_replicas > 1 or self.total_size != count:
+            order = order[torch.arange(self.rank, self.total_size, self.num_replicas) % count]
+        yield from order.split(self.batch_size)
 
     def __len__(self) -> int:
         return math.ceil(self.num_samples / self.batch_size)

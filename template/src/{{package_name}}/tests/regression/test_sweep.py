@@ -113,7 +113,7 @@ def test_pruned_trial_ends_its_fit_cleanly_and_writes_its_summary(tmp_path: Path
 def test_unknown_option_path_stops_the_sweep_before_any_trial(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # An unambiguous prefix, which the parser alone would take for model.learning_rate.
+    # An unambiguous prefix: argparse would take it for model.learning_rate, ours refuses it.
     misspelt = {"model.learning_rat": SPACE["parameters"]["model.learning_rate"]}
     path = _space(tmp_path, {**SPACE, "parameters": misspelt})
     args = ["regression", f"--space={path}", "--trials=1", f"--config={CONFIG}"]
@@ -121,7 +121,10 @@ def test_unknown_option_path_stops_the_sweep_before_any_trial(
         sweep_main([*args, f"--root={tmp_path / 'sweeps'}"])
     assert stop.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last == f"error: --space {path}: model.learning_rat is not an option of fit"
+    assert last == (
+        f"error: --space {path} with the fit arguments: "
+        "unrecognized arguments: --model.learning_rat=0.001"
+    )
     assert not (tmp_path / "sweeps").exists()
 
 
