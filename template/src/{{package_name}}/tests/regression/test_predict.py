@@ -105,14 +105,14 @@ def test_predict_refuses_a_file_without_a_feature_column(
 
 CHILD = """
 import json, os, resource, sys, time
-from {package}.regression.__main__ import main
+from PACKAGE.regression.__main__ import main
 # The resident memory now (the peak so far may be higher: imports), in KiB like ru_maxrss.
 before = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
 start = time.perf_counter()
 main(sys.argv[1:])
 seconds = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({{"seconds": seconds, "growth_mib": (peak - before) / 1024}}))
+print(json.dumps({"seconds": seconds, "growth_mib": (peak - before) / 1024}))
 """
 
 
@@ -130,7 +130,7 @@ def test_a_million_rows_are_predicted_in_chunks(checkpoint: Path, tmp_path: Path
             f"--ckpt_path={checkpoint}", f"--data.predict_csv={csv}",
             "--trainer.enable_progress_bar=false", "--trainer.logger=false"]  # fmt: skip
     done = subprocess.run(
-        [sys.executable, "-c", CHILD.format(package=package), *args],
+        [sys.executable, "-c", CHILD.replace("PACKAGE", package), *args],
         env=child_environment({"OMP_NUM_THREADS": "1"}),
         capture_output=True,
         text=True,
