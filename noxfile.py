@@ -71,7 +71,8 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """All benchmarks, or those named: ``nox -s bench -- sb3 checks guards audit``."""
+    """All benchmarks, or those named: ``nox -s bench -- sb3 update scaling checks guards
+    audit``."""
     session.install("copier")
     _render(session, "default", BENCH_DIR)
     session.install("-e", str(BENCH_DIR), "stable-baselines3>=2.4")
@@ -81,6 +82,8 @@ def bench(session: nox.Session) -> None:
         "checks": "check_overhead.py",
         "guards": "guard_costs.py",
         "audit": "audit_cost.py",
+        "update": "ppo_update.py",
+        "scaling": "ppo_scaling.py",
     }
     for name in session.posargs or list(scripts):
         session.run("python", str(ROOT / "bench" / scripts[name]), str(BENCH_DIR), package)
