@@ -2,19 +2,20 @@
 and gradient clipping, one torch thread.
 
 - Ours: ``fit`` of the rendered project's ``configs/ppo.yaml`` through its command line
-  (checks on, the guard, the locator, checkpoints, reporting) with a shorter budget; the
+  (checks on, the guard, the locator, checkpoints, reporting), its whole budget by default
+  (the guard's first two rollouts are part of its cost; a short run overstates it); the
   time per optimizer step is summary.json's ``update`` seconds (each rollout's
   ``training_step`` and Lightning's loop around it) over ``global_step``.
 - Raw: a plain loop over the same number of steps: two tanh MLPs of the config's sizes, a
   categorical log-probability by ``log_softmax``, the clipped surrogate plus half the
   squared value error, advantages normalised per minibatch, ``clip_grad_norm_``, and the
-  Adam that ``PPOModule.configure_optimizers`` builds at full precision (fused), on a random rollout of the config's
-  size, minibatches by ``randperm``; per rollout, the statistics' means go to Python as ours
-  do.
+  Adam that ``PPOModule.configure_optimizers`` builds at full precision (fused), on a
+  random rollout of the config's size, minibatches by ``randperm``; per rollout, the
+  statistics' means go to Python as ours do.
 
 The two alternate, one process each, so that a shared machine's slow phases fall on both;
 the target (at most 1.3) is judged on the median of the paired ratios.
-Usage: ``python bench/ppo_update.py PROJECT_DIR PACKAGE [REPEATS [ROLLOUTS]]``.
+Usage: ``python bench/ppo_update.py PROJECT_DIR PACKAGE [REPEATS [ROLLOUTS]]`` (5 repeats).
 """
 
 import json
@@ -115,10 +116,11 @@ def main() -> None:
 
     project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 5
-    rollouts = int(sys.argv[4]) if len(sys.argv) > 4 else 16
     model = yaml.safe_load((project / "configs" / "ppo.yaml").read_text())["model"]
     fused = True  # PPOModule's Adam at full precision, the config's
     rollout_size = model["num_envs"] * model["num_steps"]
+    whole_budget = model["total_env_steps"] // rollout_size
+    rollouts = int(sys.argv[4]) if len(sys.argv) > 4 else whole_budget
     steps = rollouts * model["update_epochs"] * model["num_minibatches"]
     print(
         f"{rollouts} rollouts of {rollout_size} env steps, {steps} optimizer steps on "
