@@ -4,9 +4,11 @@
 ``nox -s demo``   renders the default project into build/demo, installs it, trains its
                   examples with their default configs and prints what they reached.
 ``nox -s bench``  renders the default preset into build/bench; compares its PPO with
-                  Stable-Baselines3 on CartPole-v1 (medians of 3 seeds, ratios), the cost
-                  of shape checks against JAXTYPING_DISABLE=1, the guards' costs, and
-                  an audited run against the guard alone (``-- audit``).
+                  Stable-Baselines3 on CartPole-v1 (medians of 5 seeds, ratios), its PPO
+                  update step with a raw PyTorch one (``-- update``), env steps per second
+                  by num_envs and vectorization (``-- scaling``), the cost of shape checks
+                  against JAXTYPING_DISABLE=1, the guards' costs, and an audited run
+                  against the guard alone (``-- audit``).
 ``nox -s lint``   ruff on this repository's own Python.
 """
 
