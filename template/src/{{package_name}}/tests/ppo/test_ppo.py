@@ -88,7 +88,7 @@ def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> N
     )
     # The KL is measured in each minibatch's forward pass, before its step, as in CleanRL:
     # the first epoch sees the unchanged policy (KL 0), the second a moved one. With a
-    # target of ~0 each of the 2 rollouts stops after 2 of its 30 epochs.
+    # target of ~0 each of the 2 rollouts stops after 2 of its 20 epochs.
     assert summary["global_step"] == 2 * 2
 
 
@@ -157,13 +157,13 @@ def test_checkpoint_loads_with_weights_only_and_keeps_flat_hyperparameters(
     last = tmp_path / "checkpoints" / "last.ckpt"
     checkpoint = torch.load(last, weights_only=True)
     hyperparameters = checkpoint["hyper_parameters"]
-    assert hyperparameters["learning_rate"] == 0.002 and hyperparameters["solved_return"] == 475
+    assert hyperparameters["learning_rate"] == 0.003 and hyperparameters["solved_return"] == 475
     assert hyperparameters["hidden_sizes"] == [64, 64]
     assert checkpoint["ppo"]["rollouts_done"] == 2  # of 512 env steps each
     # The evaluations so far are the reporting callback's state.
     assert [steps for steps, _ in checkpoint["callbacks"]["PPOReporting"]["evaluations"]] == [1024]
     module = ppo_module.PPOModule.load_from_checkpoint(last, weights_only=True)
-    assert (module.learning_rate, module.gamma, module.update_epochs) == (0.002, 0.98, 1)
+    assert (module.learning_rate, module.gamma, module.update_epochs) == (0.003, 0.98, 1)
 
 
 @pytest.mark.parametrize("config", ["ppo.yaml", "pendulum.yaml"])
