@@ -7,8 +7,11 @@
                   Stable-Baselines3 on CartPole-v1 (medians of 5 seeds, ratios), its PPO
                   update step with a raw PyTorch one (``-- update``), env steps per second
                   by num_envs and vectorization (``-- scaling``), the cost of shape checks
-                  against JAXTYPING_DISABLE=1, the guards' costs, and an audited run
-                  against the guard alone (``-- audit``).
+                  against JAXTYPING_DISABLE=1, the guards' costs, an audited run against
+                  the guard alone (``-- audit``), a sweep's 2 workers against 1
+                  (``-- sweep``), the regression example's step against a raw PyTorch loop,
+                  also at 10^4-10^6 rows (``-- loop``), and both examples' ratios on a GPU
+                  (``-- gpu``).
 ``nox -s lint``   ruff on this repository's own Python.
 """
 
@@ -74,7 +77,7 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """All benchmarks, or those named: ``nox -s bench -- sb3 update scaling checks guards
-    audit``."""
+    audit sweep loop gpu``."""
     session.install("copier")
     _render(session, "default", BENCH_DIR)
     session.install("-e", str(BENCH_DIR), "stable-baselines3>=2.4")
@@ -86,6 +89,9 @@ def bench(session: nox.Session) -> None:
         "audit": "audit_cost.py",
         "update": "ppo_update.py",
         "scaling": "ppo_scaling.py",
+        "sweep": "sweep_bench.py",
+        "loop": "regression_loop.py",
+        "gpu": "gpu.py",
     }
     for name in session.posargs or list(scripts):
         session.run("python", str(ROOT / "bench" / scripts[name]), str(BENCH_DIR), package)

@@ -7,11 +7,16 @@ the second, after the usage text. A failed run's last line should name both, so 
 message is joined into one line before it is printed; the exit status stays 2.
 
 Every entry point runs inside ``errors.user_errors``, so a mistake found later (a folder
-the run cannot write, a checkpoint that does not load or fit) ends the output in one line
-too, with the same exit status.
+the run cannot write, a checkpoint that does not load or fit, an option value that a class
+refuses when it is built) ends the output in one line too, with the same exit status.
+
+Importing this module quiets three notices from third parties that a user cannot act on
+(see :func:`quiet_third_parties`); every other warning and log record still shows.
 """
 
+import logging
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,9 +29,16 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from .checkpoints import CheckpointFiles, check_hyperparameters, read
 from .errors import UserError
+from .tracking import fill_logger_paths
 
 
 class OneLineErrorParser(LightningArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # argparse takes a unique prefix of an option for the option: --model.num_env=2 would
+        # quietly set --model.num_envs. A mistyped key must be refused, not guessed.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         lines = (line.strip() for line in message.splitlines())
         super().error(" ".join(line for line in lines if line), ex)
@@ -47,6 +59,24 @@ class ExampleCLI(LightningCLI):
         named = ckpt_path not in (None, "last", "best", "hpc", "registry")
         if named and "://" not in str(ckpt_path) and self.model_class is not None:
             check_hyperparameters(read(ckpt_path), self.model_class, ckpt_path)
+
+    def before_instantiate_classes(self) -> None:
+        """Fill the logger settings that follow the run root (see ``tracking``)."""
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        resumed_from = config.get("ckpt_path") if self.subcommand == "fit" else None
+        fill_logger_paths(config, resumed_from, config.get("checkpoint", {}).get("dirpath"))
+
+    def instantiate_classes(self) -> None:
+        """Let a :class:`UserError` that a class raises while it is built reach the entry
+        point as itself: jsonargparse wraps what the class of an option with several
+        accepted types (a callback, a logger) raises in a ValueError of its own."""
+        try:
+            super().instantiate_classes()
+        except Exception as error:
+            cause = _user_error_in(error)
+            if cause is None:
+                raise
+            raise cause from None
 
     def before_fit(self) -> None:
         self._check_run_files()
@@ -83,6 +113,18 @@ class ExampleCLI(LightningCLI):
             trainer.strategy.checkpoint_io = CheckpointFiles(self.model)
 
 
+def _user_error_in(error: BaseException) -> UserError | None:
+    """The first UserError in the chain of exceptions that caused ``error``, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, UserError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def check_writable(folder: str | Path, option: str) -> None:
     """Create ``folder`` and write a file into it, or raise a :class:`UserError` that names
     the ``option`` and the cause. A run that cannot write finds out here, not after its
@@ -94,7 +136,7 @@ def check_writable(folder: str | Path, option: str) -> None:
         path.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=path).close()
     except OSError as error:
-        blocker = next((p for p in path.parents if p.is_file()), None)
+        blocker = next((p for p in (path, *path.parents) if p.is_file()), None)
         cause = f"{blocker} is a file" if blocker else error.strerror or str(error)
         raise UserError(f"{option} {path}: cannot write there: {cause}") from error
 
@@ -115,3 +157,32 @@ def processes_released() -> Iterator[None]:
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+
+
+_NOTICES = (
+    # Lightning's default logger without TensorBoard; TensorBoard is a dependency here, and
+    # the notice asks the user to install what the project already installs.
+    (UserWarning, r"Starting from v1\.9\.0, `tensorboardX` has been removed"),
+    # Raised by Lightning's own use of torch's pytree API, not by the user's code.
+    (FutureWarning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),
+)
+_TIP = "💡 Tip: For seamless cloud"
+"""Lightning's advertisements for its cloud packages, logged at INFO on every fit."""
+
+
+def _not_a_tip(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(_TIP)
+
+
+def quiet_third_parties() -> None:
+    """Hide the notices above, matched by category and message, and Lightning's cloud tips,
+    matched by the start of the message on the logger that emits them. Nothing else."""
+    for category, message in _NOTICES:
+        warnings.filterwarnings("ignore", message=message, category=category)
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        source = logging.getLogger(name)
+        if _not_a_tip not in source.filters:
+            source.addFilter(_not_a_tip)
+
+
+quiet_third_parties()

@@ -6,8 +6,9 @@ rerun after a crash (which logs to a new ``version_N``) finds it with ``--ckpt_p
 """
 
 import warnings
+from collections.abc import Sequence
 
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser
 
 from ..cli import ExampleCLI, OneLineErrorParser, checkpoint_dir, processes_released
@@ -15,6 +16,7 @@ from ..errors import user_errors
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
 from ..preemption import SlurmRequeue
 from ..run_summary import RunSummary
+from ..tracking import WandbRunId, link_logs_to_run_root
 from .module import PPOModule
 from .reporting import PPOReporting
 
@@ -44,10 +46,12 @@ class PPOCLI(ExampleCLI):
             }
         )
         parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
+        link_logs_to_run_root(parser)
 
 
-def main(args: list[str] | None = None) -> PPOCLI:
-    """Parse ``args`` (default: the command line) and run the chosen subcommand."""
+def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> PPOCLI:
+    """Parse ``args`` (default: the command line) and run the chosen subcommand, with
+    ``callbacks`` added to the trainer's (a sweep's trial adds its reporter)."""
     with processes_released(), user_errors():
         return PPOCLI(
             PPOModule,
@@ -57,10 +61,12 @@ def main(args: list[str] | None = None) -> PPOCLI:
                 "max_epochs": 1,
                 "callbacks": [
                     RunSummary(metrics=()),
+                    WandbRunId(),
                     PPOReporting(),
                     BroadcastGuardCallback(steps=2),
                     NonFiniteLocator(),
                     SlurmRequeue(),
+                    *callbacks,
                 ],
             },
             save_config_kwargs={"overwrite": True},

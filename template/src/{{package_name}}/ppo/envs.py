@@ -7,8 +7,8 @@ a fake transition from the final observation to the next episode's first. We ask
 and the final observation arrives in ``info["final_obs"]``, where the rollout needs it to
 bootstrap a truncated episode. No fake transition exists to leak into a loss.
 
-An id gymnasium does not know is refused here, before any training, in one line that
-names it and the closest registered ids.
+An id gymnasium does not know, or one whose package is not installed, is refused here,
+before any training, with a ``UserError`` that names it (and the closest registered ids).
 """
 
 import difflib
@@ -20,11 +20,13 @@ import numpy as np
 from gymnasium.envs.registration import find_highest_version, parse_env_id
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from ..errors import UserError
+
 Vectorization = Literal["sync", "async"]
 
 
 def check_env_id(env_id: str) -> None:
-    """Raise a one-line ValueError naming ``env_id`` unless ``gym.make`` would find it.
+    """Raise a :class:`UserError` naming ``env_id`` unless ``gym.make`` would find it.
 
     As ``gym.make`` does, ``"module:Name-v0"`` imports ``module`` first, and an id without
     a version means the highest registered one.
@@ -34,7 +36,7 @@ def check_env_id(env_id: str) -> None:
         try:
             importlib.import_module(module)
         except ImportError as error:
-            raise ValueError(f"env_id {env_id!r}: cannot import {module!r} ({error})") from error
+            raise UserError(f"env_id {env_id!r}: cannot import {module!r} ({error})") from error
     try:
         namespace, base, version = parse_env_id(name)
     except gym.error.Error:
@@ -45,7 +47,7 @@ def check_env_id(env_id: str) -> None:
     known = {registered.lower(): registered for registered in gym.registry}
     close = [known[match] for match in difflib.get_close_matches(name.lower(), list(known), n=3)]
     hint = f"did you mean {', '.join(close)}?" if close else "see gymnasium.pprint_registry()"
-    raise ValueError(f"env_id {env_id!r} is not a registered gymnasium environment; {hint}")
+    raise UserError(f"env_id {env_id!r} is not a registered gymnasium environment; {hint}")
 
 
 def make_vector_env(
@@ -53,10 +55,12 @@ def make_vector_env(
     num_envs: int,
     vectorization: Vectorization = "sync",
     max_episode_steps: int | None = None,
+    render_mode: str | None = None,
 ) -> VectorEnv:
     """``num_envs`` copies of ``env_id``, stepped together, resetting on the same step.
 
-    ``max_episode_steps`` overrides the registered time limit (truncation).
+    ``max_episode_steps`` overrides the registered time limit (truncation); ``render_mode``
+    is gymnasium's (``"rgb_array"`` for frames).
     """
     check_env_id(env_id)
     if vectorization not in ("sync", "async"):
@@ -64,24 +68,31 @@ def make_vector_env(
     env_kwargs: dict[str, Any] = {}
     if max_episode_steps is not None:
         env_kwargs["max_episode_steps"] = max_episode_steps
-    envs = gym.make_vec(
-        env_id,
-        num_envs=num_envs,
-        vectorization_mode=vectorization,
-        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-        **env_kwargs,
-    )
+    if render_mode is not None:
+        env_kwargs["render_mode"] = render_mode
+    try:
+        envs = gym.make_vec(
+            env_id,
+            num_envs=num_envs,
+            vectorization_mode=vectorization,
+            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+            **env_kwargs,
+        )
+    except gym.error.DependencyNotInstalled as error:  # registered, but its package is not
+        raise UserError(f"env_id {env_id!r}: {error}") from error
     observation_space = envs.single_observation_space
     if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
         envs.close()
-        raise ValueError(
-            f"{env_id}: observations must be flat Box vectors, got {observation_space}"
+        raise UserError(
+            f"env_id {env_id!r}: observations must be flat Box vectors, got {observation_space}"
         )
     action_space = envs.single_action_space
     flat_box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
     if not (isinstance(action_space, gym.spaces.Discrete) or flat_box):
         envs.close()
-        raise ValueError(f"{env_id}: actions must be Discrete or a flat Box, got {action_space}")
+        raise UserError(
+            f"env_id {env_id!r}: actions must be Discrete or a flat Box, got {action_space}"
+        )
     return envs
 
 

@@ -1,4 +1,8 @@
-"""Deterministic evaluation: run the greedy policy for whole episodes and report returns."""
+"""Evaluation: run the policy for whole episodes and report their returns.
+
+Training evaluates the greedy policy; ``ppo.enjoy`` also plays the sampled one, the policy
+that actually collected the training data.
+"""
 
 import gymnasium as gym
 import numpy as np
@@ -9,22 +13,35 @@ from .envs import make_vector_env
 
 
 @torch.no_grad()
-def evaluate(agent: ActorCritic, env_id: str, episodes: int, seed: int) -> list[float]:
-    """Returns of ``episodes`` episodes, one per environment, played to their end.
+def evaluate(
+    agent: ActorCritic,
+    env_id: str,
+    episodes: int,
+    seed: int,
+    deterministic: bool = True,
+    frames: list[np.ndarray] | None = None,
+) -> list[float]:
+    """Returns of ``episodes`` episodes, one per environment, played to their end by the
+    greedy policy (``deterministic``) or by actions sampled from it.
 
     Each environment runs exactly one episode; after it ends its later steps (a new episode
-    begun by autoreset) are not counted.
+    begun by autoreset) are not counted. Given ``frames``, the first environment's episode
+    is drawn into it, one RGB image per step up to the last (whose frame the autoreset has
+    already replaced by the next episode's first).
     """
     device = next(agent.parameters()).device
-    envs = make_vector_env(env_id, episodes)
+    render_mode = None if frames is None else "rgb_array"
+    envs = make_vector_env(env_id, episodes, render_mode=render_mode)
     action_space = envs.single_action_space
     observation, _ = envs.reset(seed=seed)
     totals = np.zeros(episodes)
     running = np.ones(episodes, dtype=bool)
     try:
         while running.any():
+            if frames is not None and running[0]:
+                frames.append(envs.render()[0])  # type: ignore[index]
             observation = torch.as_tensor(observation, dtype=torch.float32, device=device)
-            action = agent.greedy(observation).cpu().numpy()
+            action = (agent.greedy if deterministic else agent.sample)(observation).cpu().numpy()
             if isinstance(action_space, gym.spaces.Box):
                 action = np.clip(action, action_space.low, action_space.high)
             observation, reward, terminated, truncated, _ = envs.step(action)

@@ -32,6 +32,7 @@ from lightning.pytorch.core.optimizer import LightningOptimizer
 from lightning.pytorch.plugins.precision import MixedPrecision
 from torch.utils.data import DataLoader, IterableDataset
 
+from ..errors import UserError
 from ..policy_gradient import (
     approx_kl,
     clip_fraction,
@@ -121,6 +122,7 @@ class PPOModule(L.LightningModule):
         reward_scale: float = 1.0,
         eval_every_env_steps: int = 25_000,
         eval_episodes: int = 10,
+        eval_seed: int = 10_000_000,
         solved_return: float | None = None,
         torch_threads: int | None = 1,
         compile: bool = False,
@@ -156,6 +158,8 @@ class PPOModule(L.LightningModule):
             reward_scale: Multiplies rewards for learning; logged returns stay unscaled.
             eval_every_env_steps: Deterministic evaluation interval (0: only at the end).
             eval_episodes: Episodes per evaluation.
+            eval_seed: Seed of every evaluation's environments, so that evaluations differ only
+                by the policy; ``ppo.enjoy`` replays a checkpoint with it.
             solved_return: The return at which the environment counts as solved: summary.json's
                 ``steps_to_solved`` is the env step at which the mean of the last 20 training
                 episodes first reaches it; None for an environment without one.
@@ -190,18 +194,24 @@ class PPOModule(L.LightningModule):
         self.reward_scale: float = reward_scale
         self.eval_every_env_steps: int = eval_every_env_steps
         self.eval_episodes: int = eval_episodes
+        self.eval_seed: int = eval_seed
         self.solved_return: float | None = solved_return
         self.torch_threads: int | None = torch_threads
 
         self.automatic_optimization = False
+        counts = dict(num_envs=num_envs, num_steps=num_steps, num_minibatches=num_minibatches)
+        counts |= dict(update_epochs=update_epochs, eval_episodes=eval_episodes)
+        for name, count in counts.items():
+            if count < 1:
+                raise UserError(f"--model.{name} must be at least 1, got {count}")
         self.rollout_size = num_envs * num_steps
         if self.rollout_size % num_minibatches:
-            raise ValueError(
+            raise UserError(
                 f"num_envs * num_steps = {self.rollout_size} does not split into "
                 f"num_minibatches = {num_minibatches} equal minibatches"
             )
         if total_env_steps < self.rollout_size:
-            raise ValueError(
+            raise UserError(
                 f"total_env_steps = {total_env_steps} is less than one rollout "
                 f"(num_envs * num_steps = {self.rollout_size})"
             )
@@ -231,17 +241,17 @@ class PPOModule(L.LightningModule):
 
     def on_fit_start(self) -> None:
         if self.trainer.max_epochs != 1:
-            raise ValueError(
+            raise UserError(
                 f"PPOModule runs its whole budget (total_env_steps) in one epoch; set "
                 f"--trainer.max_epochs=1, not {self.trainer.max_epochs}"
             )
         if self.resumed_processes not in (None, self.trainer.world_size):
-            raise ValueError(
+            raise UserError(
                 f"the checkpoint was written by {self.resumed_processes} processes; resume "
                 f"it with as many, not {self.trainer.world_size}"
             )
         if self.num_rollouts == 0:
-            raise ValueError(
+            raise UserError(
                 f"total_env_steps = {self.total_env_steps} is less than one rollout "
                 f"on each of {self.trainer.world_size} processes"
             )

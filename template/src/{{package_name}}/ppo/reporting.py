@@ -1,6 +1,6 @@
 """What a PPO run reports, apart from the algorithm: a callback that the command line installs.
 
-- once per rollout, one call to the logger at the run's env-step count: the update's
+- once per rollout, one call to every logger at the run's env-step count: the update's
   statistics and learning rate, the mean return and length of the last 20 training
   episodes, env steps per second, and ``eval_return`` when an evaluation falls due;
 - a deterministic evaluation every ``eval_every_env_steps`` and one at the end;
@@ -9,7 +9,7 @@
 - where the time went: env steps and policy calls (timed by the collector), updates,
   evaluations and logging.
 
-Per-rollout statistics go straight to the logger, once: a ``self.log`` per optimizer step
+Per-rollout statistics go straight to the loggers, once: a ``self.log`` per optimizer step
 would cost more than the step itself on a small MLP. The evaluations so far are this
 callback's checkpoint state, so a resumed run reports them all.
 """
@@ -30,7 +30,6 @@ CONTRACT_RETURN = 475.0
 ``solved_return`` is: the benchmark compares runs on them (CartPole-v1's own threshold)."""
 WINDOW = 20
 """Training episodes in the rolling mean that the logged return and "solved" are read from."""
-EVAL_SEED = 10_000_000
 
 
 class PPOReporting(Callback):
@@ -84,8 +83,8 @@ class PPOReporting(Callback):
             metrics["episodic_length"] = sum(lengths) / len(lengths)
         elapsed = time.perf_counter() - collector.started
         metrics["sps"] = (env_steps - collector.first_env_step) / elapsed
-        if trainer.logger is not None:
-            trainer.logger.log_metrics(metrics, step=env_steps)
+        for logger in trainer.loggers:  # every configured logger, not only the first
+            logger.log_metrics(metrics, step=env_steps)
         self.timing["logging"] += time.perf_counter() - tick
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -115,6 +114,7 @@ class PPOReporting(Callback):
             "seconds_to_solved": None,
             "steps_to_475": None,
             "seconds_to_475": None,
+            "steps_to_solved_or_penalty": None,
         }
         if collector is None:
             return extras
@@ -129,6 +129,12 @@ class PPOReporting(Callback):
         env_steps = collector.env_steps
         returns = self.last_eval_returns
         elapsed = time.perf_counter() - collector.started
+        extras["steps_to_solved_or_penalty"] = solve_cost(
+            extras["steps_to_solved"],
+            sum(returns) / len(returns),
+            solved_return,
+            max(module.total_env_steps, env_steps),
+        )
         return {
             "eval_return_mean": sum(returns) / len(returns),
             "eval_return_min": min(returns),
@@ -151,7 +157,7 @@ class PPOReporting(Callback):
     def _evaluate(self, module: PPOModule, env_steps: int) -> float:
         tick = time.perf_counter()
         self.last_eval_returns = evaluate(
-            module.agent, module.env_id, module.eval_episodes, seed=EVAL_SEED
+            module.agent, module.env_id, module.eval_episodes, module.eval_seed
         )
         mean = sum(self.last_eval_returns) / len(self.last_eval_returns)
         self.evaluations.append((env_steps, mean))
@@ -159,6 +165,22 @@ class PPOReporting(Callback):
             print(f"env steps {env_steps}: deterministic eval return {mean:.1f}", flush=True)
         self.timing["evaluation"] += time.perf_counter() - tick
         return mean
+
+
+def solve_cost(
+    steps_to_solved: int | None, eval_return: float, solved_return: float | None, budget: int
+) -> float | None:
+    """One number to minimise that prefers runs that solve in fewer env steps: a solved
+    run's ``steps_to_solved``; an unsolved one's ``budget`` plus one, stretched by how far
+    its last evaluation fell short of ``solved_return``. So every unsolved run ranks below
+    every solved run with the same budget, and the unsolved rank by their final return.
+    None without a ``solved_return``. A sweep minimises it (``steps_to_solved_or_penalty``)."""
+    if solved_return is None:
+        return None
+    if steps_to_solved is not None:
+        return float(steps_to_solved)
+    shortfall = max(0.0, solved_return - eval_return) / max(abs(solved_return), 1.0)
+    return budget * (1.0 + shortfall) + 1.0
 
 
 def _ppo(pl_module: L.LightningModule) -> PPOModule:

@@ -1,7 +1,13 @@
 """Command line: ``python -m <package>.regression fit --config configs/regression.yaml``.
 
-LightningCLI builds the DataModule first and hands its ``num_features`` and target scale to
-the model, so the YAML never repeats what the data already says.
+``fit``: LightningCLI builds the DataModule first and hands the model what the data says
+(its width, statistics, columns and category levels), so the YAML never repeats it.
+
+``predict --ckpt_path FILE --data.predict_csv FILE``: the model is built from the
+checkpoint alone. LightningCLI puts the file's hyperparameters into the model's config,
+and the predict parser has no links from the data, which would override them with
+whatever the data module holds: a model of another width, other statistics.
+``PredictionWriter`` writes ``predictions.csv`` into the run's log folder.
 
 Checkpoints go to ``<default_root_dir>/checkpoints``, one folder for every run under that
 root, rather than into each run's ``lightning_logs/version_N``: a rerun after a crash logs
@@ -9,22 +15,48 @@ to a new version, and ``--ckpt_path last`` must still find the crashed run's
 ``last.ckpt``, written at the end of every epoch.
 """
 
-from lightning.pytorch.callbacks import ModelCheckpoint
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser
 
 from ..cli import ExampleCLI, OneLineErrorParser, checkpoint_dir, processes_released
-from ..errors import user_errors
+from ..errors import UserError, user_errors
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
 from ..preemption import SlurmRequeue
 from ..run_summary import RunSummary
+from ..tracking import WandbRunId, link_logs_to_run_root
 from .data import RegressionData
 from .module import RegressionModule
+from .predict import PredictionWriter
+
+# What the model is built from in fit, validate and test: attributes of the data module.
+FROM_DATA = (
+    "num_features",
+    "target_mean",
+    "target_std",
+    "feature_mean",
+    "feature_std",
+    "feature_columns",
+    "categories",
+)
 
 
 class RegressionCLI(ExampleCLI):
+    def _prepare_subcommand_parser(
+        self, klass: type, subcommand: str, **kwargs: Any
+    ) -> LightningArgumentParser:
+        # LightningCLI builds one parser per subcommand; add_arguments_to_parser needs to
+        # know which, and has no argument that says so.
+        self._building = subcommand
+        return super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        for name in ("num_features", "target_mean", "target_std"):
-            parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
+        if getattr(self, "_building", None) != "predict":
+            for name in FROM_DATA:
+                parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.set_defaults(
             {
@@ -34,10 +66,34 @@ class RegressionCLI(ExampleCLI):
             }
         )
         parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
+        link_logs_to_run_root(parser)
+
+    def before_instantiate_classes(self) -> None:
+        """Refuse a predict that could not use the checkpoint, or a predict file elsewhere."""
+        super().before_instantiate_classes()
+        config = self.config[self.subcommand] if self.subcommand else None
+        if config is None:
+            return
+        predict_csv = config.data.predict_csv
+        if self.subcommand != "predict":
+            if predict_csv is not None:
+                raise UserError(
+                    f"--data.predict_csv is read by predict only, not by {self.subcommand}"
+                )
+            return
+        ckpt_path = config.ckpt_path
+        if ckpt_path is None or not Path(str(ckpt_path)).is_file():
+            raise UserError(
+                "predict builds the model from --ckpt_path FILE, the checkpoint of a fit run"
+                + (f"; {ckpt_path} is not a file" if ckpt_path else "")
+            )
+        if predict_csv is None:
+            raise UserError("predict reads --data.predict_csv FILE: name the CSV to predict")
 
 
-def main(args: list[str] | None = None) -> RegressionCLI:
-    """Parse ``args`` (default: the command line) and run the chosen subcommand."""
+def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> RegressionCLI:
+    """Parse ``args`` (default: the command line) and run the chosen subcommand, with
+    ``callbacks`` added to the trainer's (a sweep's trial adds its reporter)."""
     with processes_released(), user_errors():
         return RegressionCLI(
             RegressionModule,
@@ -46,9 +102,12 @@ def main(args: list[str] | None = None) -> RegressionCLI:
             trainer_defaults={
                 "callbacks": [
                     RunSummary(metrics=("val_r2", "val_mae", "val_loss")),
+                    WandbRunId(),
                     BroadcastGuardCallback(),
                     NonFiniteLocator(),
                     SlurmRequeue(),
+                    PredictionWriter(),
+                    *callbacks,
                 ]
             },
             save_config_kwargs={"overwrite": True},

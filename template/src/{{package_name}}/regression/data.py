@@ -1,8 +1,11 @@
-"""The regression DataModule: synthetic data by default, the user's CSV on request.
+"""The regression DataModule: synthetic data by default, the user's CSV on request, and a
+new CSV to predict from a checkpoint.
 
 Data is read and split when the module is built, so a bad path or column fails before any
-training, and the CLI can pass ``num_features`` and the target's scale on to the model.
-Features and target are standardised with statistics of the training split only.
+training, and the CLI can pass the model what the data says: the encoded width, the
+training split's feature and target statistics, the column order and the category levels.
+The model keeps them (a checkpoint carries them to predict) and standardises raw features
+itself; the loaders hold raw encoded rows. ``table.py`` says how a CSV is read.
 
 Both loaders shard with an explicit ``DistributedSampler`` (one shard when there is one
 process). The training order of epoch ``k`` is a permutation seeded by ``seed + k`` alone,
@@ -13,25 +16,66 @@ batches as one (up to the last, padded one). Validation is not shuffled; its las
 is padded with rows from the start, which ``RegressionModule`` drops after gathering.
 """
 
+import math
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
-from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from .csv_table import read_numeric_csv
+from ..errors import UserError
+from ..shapes import Float
+from .predict import PredictChunks
 from .synthetic import make_synthetic_regression
+from .table import Encoding, Missing, TableOptions, fit_encoding, read_table
 
 
-def _spread(values: Tensor) -> Tensor:
-    """Standard deviation along the rows, 1 where it is zero or undefined (a constant
-    column, a single row), so that standardising never divides by zero."""
-    if len(values) < 2:
-        return torch.ones_like(values[0])
-    std = values.std(dim=0)
-    return torch.where(std > 0, std, torch.ones_like(std))
+def _column_stats(values: Tensor, rows: Tensor, chunk: int = 65_536) -> tuple[Tensor, Tensor]:
+    """Mean and standard deviation of ``values[rows]`` along the rows, read a chunk of rows
+    at a time (two passes, in float64), so that a large table is never copied whole to
+    compute them. The deviation is 1 where it is zero or undefined (a constant column, a
+    single row), so that standardising never divides by zero."""
+    total = torch.zeros(values.shape[1:], dtype=torch.float64)
+    for part in rows.split(chunk):
+        total += values[part].double().sum(dim=0)
+    mean = total / len(rows)
+    if len(rows) < 2:
+        return mean.float(), torch.ones_like(mean, dtype=torch.float32)
+    squares = torch.zeros_like(total)
+    for part in rows.split(chunk):
+        squares += ((values[part].double() - mean) ** 2).sum(dim=0)
+    std = (squares / (len(rows) - 1)).sqrt().float()
+    return mean.float(), torch.where(std > 0, std, torch.ones_like(std))
+
+
+class SplitRows(Dataset):
+    """One split of a table: the whole table's tensors and the indices of this split's rows.
+
+    The splits share the table rather than copying their rows out of it, so the data sits in
+    memory once. Indexed by a tensor of positions (a whole batch, as ``ShardBatches`` asks),
+    it gathers those rows with one indexing per tensor.
+    """
+
+    def __init__(
+        self, features: Float[Tensor, "row feature"], target: Float[Tensor, " row"], rows: Tensor
+    ) -> None:
+        self.features, self.target, self.rows = features, target, rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int | Tensor) -> tuple[Tensor, Tensor]:
+        picked = self.rows[index]
+        return self.features[picked], self.target[picked]
+
+    @property
+    def tensors(self) -> tuple[Tensor, Tensor]:
+        """This split's rows as tensors of their own (a copy), as ``TensorDataset`` has."""
+        return self.features[self.rows], self.target[self.rows]
 
 
 class RegressionData(L.LightningDataModule):
@@ -39,6 +83,13 @@ class RegressionData(L.LightningDataModule):
         self,
         csv_path: Path | None = None,
         target: str | None = None,
+        predict_csv: Path | None = None,
+        missing: Missing = "error",
+        categorical: list[str] | None = None,
+        max_levels: int = 32,
+        sep: str = ",",
+        thousands: str | None = None,
+        decimal: str = ".",
         synthetic_samples: int = 8192,
         synthetic_features: int = 8,
         synthetic_noise: float = 0.1,
@@ -51,6 +102,18 @@ class RegressionData(L.LightningDataModule):
             csv_path: CSV file to train on; every numeric column but ``target`` is a feature.
                 Leave unset to use the synthetic set.
             target: Name of the column to predict (required with ``csv_path``).
+            predict_csv: CSV file to predict, for the ``predict`` subcommand only; the
+                training data is then not read: the checkpoint says how to encode rows.
+            missing: What a row with a missing cell (empty, ``NA``, ``nan``, ``null``, ...)
+                in a used column does: ``error`` refuses the file, ``drop`` leaves the row
+                out and counts it.
+            categorical: Text columns to one-hot encode; other text columns are left out.
+            max_levels: Levels kept per categorical column, the most frequent in the
+                training split; rarer levels encode as all zeros.
+            sep: Field separator of the CSV files.
+            thousands: Thousands mark in numbers (``","`` reads ``"1,234"``); none by default.
+            decimal: Decimal mark (``","`` for ``"3,5"``); must differ from ``sep`` and
+                ``thousands``.
             synthetic_samples: Rows of the synthetic set.
             synthetic_features: Input columns of the synthetic set (at least 5).
             synthetic_noise: Standard deviation of the synthetic target's noise.
@@ -62,39 +125,64 @@ class RegressionData(L.LightningDataModule):
         """
         super().__init__()
         if (csv_path is None) != (target is None):
-            raise ValueError("--data.csv_path and --data.target go together: give both or neither")
+            raise UserError("--data.csv_path and --data.target go together: give both or neither")
         if not 0.0 < val_fraction < 1.0:
-            raise ValueError(f"--data.val_fraction must be in (0, 1), got {val_fraction}")
+            raise UserError(f"--data.val_fraction must be in (0, 1), got {val_fraction}")
+        if max_levels < 1:
+            raise UserError(f"--data.max_levels must be at least 1, got {max_levels}")
         self.batch_size = batch_size
         self.seed = seed
+        self.options = TableOptions(sep=sep, thousands=thousands, decimal=decimal)
+        self.predict_csv = None if predict_csv is None else Path(predict_csv)
+        if self.predict_csv is not None:
+            if not self.predict_csv.is_file():
+                raise UserError(f"--data.predict_csv {self.predict_csv}: no such file")
+            return  # predict encodes rows as the checkpoint says: nothing to read or fit here
 
         if csv_path is None:
             x, y = make_synthetic_regression(
                 synthetic_samples, synthetic_features, synthetic_noise, seed
             )
+            encoding = Encoding([f"x{index}" for index in range(x.shape[1])], {})
+            order = self._order(len(y), val_fraction, "--data.synthetic_samples")
+            train_rows = order[max(1, round(val_fraction * len(y))) :]
         else:
-            table = read_numeric_csv(Path(csv_path), str(target))
-            x, y = table.features, table.target
-            rank_zero_info(f"{csv_path}: target {target!r}, features {table.feature_names}")
-            if table.skipped_columns:
-                rank_zero_info(f"{csv_path}: non-numeric columns left out: {table.skipped_columns}")
+            table = read_table(
+                Path(csv_path), str(target), self.options, list(categorical or []), missing
+            )
+            order = self._order(len(table.frame), val_fraction, str(csv_path))
+            train_rows = order[max(1, round(val_fraction * len(order))) :]
+            encoding, capped = fit_encoding(
+                table.frame.iloc[train_rows.numpy()], table.columns, table.categorical, max_levels
+            )
+            features, _, _ = encoding.encode(table.frame, Path(csv_path))
+            x = torch.from_numpy(features)
+            y = torch.tensor(table.frame[table.target].to_numpy(dtype="float64"))
+            y = y.to(torch.float32)
+            rank_zero_info(table.summary + "".join(f"; {note}" for note in capped))
 
-        order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
-        num_val = max(1, round(val_fraction * len(y)))
-        if len(y) - num_val < 1:
-            source = csv_path if csv_path is not None else "--data.synthetic_samples"
-            raise ValueError(
-                f"{source}: {len(y)} data rows, and --data.val_fraction={val_fraction} holds "
+        val_rows = order[: len(order) - len(train_rows)]
+        # What the model is built from, and what a checkpoint keeps for predict.
+        self.num_features = x.shape[1]
+        self.feature_columns = encoding.columns
+        self.categories = encoding.categories
+        feature_mean, feature_std = _column_stats(x, train_rows)
+        target_mean, target_std = _column_stats(y, train_rows)
+        self.feature_mean, self.feature_std = feature_mean.tolist(), feature_std.tolist()
+        self.target_mean, self.target_std = float(target_mean), float(target_std)
+        # Raw features: the model standardises them itself, so predict can feed raw rows.
+        self.train_set = SplitRows(x, y, train_rows)
+        self.val_set = SplitRows(x, y, val_rows)
+
+    def _order(self, rows: int, val_fraction: float, source: str) -> Tensor:
+        """A seeded permutation of the rows: the validation split first, then training."""
+        num_val = max(1, round(val_fraction * rows))
+        if rows - num_val < 1:
+            raise UserError(
+                f"{source}: {rows} data rows, and --data.val_fraction={val_fraction} holds "
                 f"out {num_val}, leaving none for training"
             )
-        train_rows, val_rows = order[num_val:], order[:num_val]
-
-        x = (x - x[train_rows].mean(dim=0)) / _spread(x[train_rows])
-        self.num_features = x.shape[1]
-        self.target_mean = float(y[train_rows].mean())
-        self.target_std = float(_spread(y[train_rows]))
-        self.train_set = TensorDataset(x[train_rows], y[train_rows])
-        self.val_set = TensorDataset(x[val_rows], y[val_rows])
+        return torch.randperm(rows, generator=torch.Generator().manual_seed(self.seed))
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, shuffle=True)
@@ -102,8 +190,19 @@ class RegressionData(L.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.val_set, shuffle=False)
 
-    def _loader(self, rows: TensorDataset, shuffle: bool) -> DataLoader:
-        """This process's shard of ``rows``; Lightning calls the sampler's ``set_epoch``."""
+    def predict_dataloader(self) -> DataLoader:
+        """``--data.predict_csv`` in chunks, encoded as the checkpoint's model says."""
+        if self.predict_csv is None:
+            raise UserError("predict reads --data.predict_csv: name the CSV file to predict")
+        hparams = self.trainer.lightning_module.hparams if self.trainer else {}
+        if not hparams.get("feature_columns"):
+            raise UserError("the checkpoint does not say which columns its model reads")
+        encoding = Encoding(list(hparams["feature_columns"]), dict(hparams["categories"] or {}))
+        return DataLoader(PredictChunks(self.predict_csv, encoding, self.options), batch_size=None)
+
+    def _loader(self, rows: SplitRows, shuffle: bool) -> DataLoader:
+        """This process's shard of ``rows``, a batch at a time; Lightning calls the
+        sampler's ``set_epoch``."""
         world, rank = (
             (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         )
@@ -111,7 +210,47 @@ class RegressionData(L.LightningDataModule):
             raise ValueError(
                 f"--data.batch_size={self.batch_size} does not split evenly over {world} processes"
             )
-        sampler = DistributedSampler(
-            rows, num_replicas=world, rank=rank, shuffle=shuffle, seed=self.seed
+        sampler = ShardBatches(
+            rows,
+            self.batch_size // world,
+            num_replicas=world,
+            rank=rank,
+            shuffle=shuffle,
+            seed=self.seed,
         )
-        return DataLoader(rows, batch_size=self.batch_size // world, sampler=sampler)
+        # batch_size=None: each item of the sampler is a whole batch, fetched by one index.
+        return DataLoader(rows, sampler=sampler, batch_size=None)
+
+
+class ShardBatches(DistributedSampler):
+    """The rows a ``DistributedSampler`` gives this process, in its order, as index tensors
+    of ``batch_size``: ``SplitRows`` then serves a batch with one indexing per tensor,
+    where a per-row sampler costs a ``__getitem__`` per row and a collate per batch.
+
+    It stays a ``DistributedSampler`` so that Lightning calls ``set_epoch`` on it and does
+    not swap in its own under DDP (a ``BatchSampler`` around one would hide both). The
+    order is built as a tensor (8 bytes a row) rather than the parent's list of Python
+    ints, which costs several times more at a million rows.
+    """
+
+    def __init__(self, rows: SplitRows, batch_size: int, **kwargs: Any) -> None:
+        super().__init__(rows, **kwargs)
+        self.batch_size = batch_size
+
+    def __iter__(self) -> Iterator[Tensor]:  # pyright: ignore[reportIncompatibleMethodOverride]
+        # A generator, so the order is drawn at the first batch, after Lightning's
+        # set_epoch: a resumed run makes its iterator before that call.
+        count = len(self.dataset)  # type: ignore[arg-type]
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(self.seed + self.epoch)
+            order = torch.randperm(count, generator=generator)
+        else:
+            order = torch.arange(count)
+        # The parent's order: padded by wrapping around to total_size, then every
+        # num_replicas-th position from this rank (all of it, as it is, for one process).
+        if self.num_replicas > 1 or self.total_size != count:
+            order = order[torch.arange(self.rank, self.total_size, self.num_replicas) % count]
+        yield from order.split(self.batch_size)
+
+    def __len__(self) -> int:
+        return math.ceil(self.num_samples / self.batch_size)

@@ -1,7 +1,10 @@
 """The regression LightningModule: an MLP trained with a typed MSE on a standardised target.
 
-The network predicts the standardised target; ``forward`` maps it back to the target's
-units, so a checkpoint predicts real values on its own. Validation loss, R² and MAE are
+The module takes raw encoded features and standardises them with the training split's
+statistics, which it keeps as hyperparameters with the column order and category levels;
+the network predicts the standardised target and ``forward`` maps it back to the target's
+units. So a checkpoint alone predicts real values from raw rows: ``predict`` builds the
+model from it, never from the new file. Validation loss, R² and MAE are
 computed once per epoch over the whole validation split, not averaged per batch. Under DDP
 every process gathers every prediction and drops the rows its sampler padded in, so the
 figures are those of a single process on the same weights.
@@ -14,10 +17,12 @@ import torch
 from einops import rearrange
 from torch.utils.data import DataLoader
 
+from ..errors import UserError
 from ..losses import mse_loss
 from ..metrics import mean_absolute_error, r2_score
 from ..nets import Activation, ScalarMLP
 from ..shapes import Float, Tensor, compiled, typechecked
+from .predict import PredictChunk
 
 Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, " batch"]]
 
@@ -32,6 +37,10 @@ class RegressionModule(L.LightningModule):
         weight_decay: float = 0.0,
         target_mean: float = 0.0,
         target_std: float = 1.0,
+        feature_mean: list[float] | None = None,
+        feature_std: list[float] | None = None,
+        feature_columns: list[str] | None = None,
+        categories: dict[str, list[str]] | None = None,
         compile: bool = False,
         compile_backend: str = "inductor",
     ) -> None:
@@ -45,6 +54,11 @@ class RegressionModule(L.LightningModule):
             weight_decay: AdamW weight decay.
             target_mean: Training-split mean of the target; the CLI links it from the data.
             target_std: Training-split standard deviation of the target; linked likewise.
+            feature_mean: Training-split mean of each input column (none: 0); linked likewise.
+            feature_std: Its standard deviation (none: 1); linked likewise.
+            feature_columns: The table columns the inputs come from, in order; linked
+                likewise, for predict.
+            categories: The levels of each one-hot column, in input order; linked likewise.
             compile: Run the network through ``torch.compile``; its shapes stay checked at
                 the compiled boundary.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation
@@ -57,11 +71,22 @@ class RegressionModule(L.LightningModule):
         self.weight_decay: float = weight_decay
         self.target_mean: float = target_mean
         self.target_std: float = target_std
+        for name, stats in (("feature_mean", feature_mean), ("feature_std", feature_std)):
+            if stats is not None and len(stats) != num_features:
+                raise ValueError(f"{name} has {len(stats)} values, num_features={num_features}")
+        # Buffers, so they move with the model; not saved: the hyperparameters hold them.
+        mean, std = feature_mean or [0.0] * num_features, feature_std or [1.0] * num_features
+        self.feature_mean: Tensor
+        self.feature_std: Tensor
+        self.register_buffer("feature_mean", torch.tensor(mean), persistent=False)
+        self.register_buffer("feature_std", torch.tensor(std), persistent=False)
 
         self.net = ScalarMLP(num_features, hidden_sizes, activation)
         self._compiled_net = compiled(self.net, backend=compile_backend) if compile else None
         self._val_predictions: list[Tensor] = []
         self._val_targets: list[Tensor] = []
+        self._train_loss_sums: list[Tensor] = []
+        self._train_rows = 0
 
     @typechecked
     def forward(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, " batch"]:
@@ -70,7 +95,7 @@ class RegressionModule(L.LightningModule):
     def _standardised_prediction(
         self, x: Float[Tensor, "batch feature"]
     ) -> Float[Tensor, " batch"]:
-        return (self._compiled_net or self.net)(x)
+        return (self._compiled_net or self.net)((x - self.feature_mean) / self.feature_std)
 
     def _standardise(self, y: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
         return (y - self.target_mean) / self.target_std
@@ -78,9 +103,9 @@ class RegressionModule(L.LightningModule):
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         x, y = batch
         loss = mse_loss(self._standardised_prediction(x), self._standardise(y))
-        self.log(
-            "train_loss", loss, on_step=False, on_epoch=True, batch_size=len(y), sync_dist=True
-        )
+        # Summed here, logged once an epoch: a self.log call costs about a step's compute.
+        self._train_loss_sums.append(loss.detach() * len(y))
+        self._train_rows += len(y)
         return loss
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
@@ -101,6 +126,13 @@ class RegressionModule(L.LightningModule):
         self.log("val_r2", r2_score(prediction, target), sync_dist=True)
         self.log("val_mae", mean_absolute_error(prediction, target), sync_dist=True)
 
+    def on_train_epoch_end(self) -> None:
+        if self._train_rows:
+            total = torch.stack(self._train_loss_sums).sum()
+            self.log("train_loss", total / self._train_rows, sync_dist=True)
+        self._train_loss_sums.clear()
+        self._train_rows = 0
+
     def _gather(self, values: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
         """Every process's rows in the split's order, without the sampler's padding.
 
@@ -117,13 +149,17 @@ class RegressionModule(L.LightningModule):
             in_order = in_order[: len(loader.dataset)]  # type: ignore[arg-type]
         return in_order
 
+    def predict_step(self, batch: PredictChunk, batch_idx: int) -> Float[Tensor, " batch"]:
+        """Every row of the chunk; ``PredictionWriter`` empties those with a missing cell."""
+        return self(batch.features)
+
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(
             self.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay
         )
         total_steps = self.trainer.estimated_stepping_batches
         if not math.isfinite(total_steps):
-            raise ValueError(
+            raise UserError(
                 "the cosine schedule needs a length: set --trainer.max_epochs or "
                 "--trainer.max_steps"
             )

@@ -27,6 +27,7 @@ def broadcast_guard() -> Iterator[BroadcastGuard]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    in_process_cli.find_stubs()  # its one child process is no test's
     child_processes.watch(_watching)
     in_process_cli.watch(_watching)
 

@@ -19,6 +19,7 @@ import torch
 from ..errors import UserError, user_errors
 from .helpers.command_line import run_example
 from .helpers.paths import PACKAGE
+from .helpers.refusals import refusal, refused_line
 
 EXAMPLES = [name for name in ("regression", "ppo") if importlib.util.find_spec(f"{PACKAGE}.{name}")]
 
@@ -71,13 +72,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def _refusal(capsys: pytest.CaptureFixture[str], example: str, args: list[str]) -> str:
     """The last line of stderr of a run that must exit with status 2, and no traceback."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exited:
-        _main(example)(args)
-    err = capsys.readouterr().err
-    assert exited.value.code == 2, err
-    assert "Traceback" not in err
-    return err.strip().splitlines()[-1]
+    return refusal(capsys, lambda: _main(example)(args))
 
 
 def _copy(root: Path, destination: Path) -> Path:
@@ -317,5 +312,4 @@ def test_command_line_exits_2_with_the_error_as_last_line(
         example, _args(example, tmp_path / "run", f"--ckpt_path={broken}"), tmp_path
     )
     assert status == 2, "\n".join(lines[-20:])
-    assert lines[-1].startswith(f"error: {broken}: not a readable checkpoint")
-    assert not any(line.startswith("Traceback") for line in lines)
+    assert refused_line(lines).startswith(f"error: {broken}: not a readable checkpoint")

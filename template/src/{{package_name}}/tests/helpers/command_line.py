@@ -37,9 +37,14 @@ def run_example(
     return done.returncode, [line for line in done.stdout.splitlines() if line.strip()]
 
 
+NOTICES = ("tensorboardX", "LeafSpec", "litlogger")
+"""Words of the third-party notices that the command lines hide (``cli.quiet_third_parties``)."""
+
+
 def fit_summary(example: str, config: Path, args: list[str], root: Path) -> dict:
     """``summary.json`` of ``python -m <package>.<example> fit --config CONFIG ARGS`` with its
-    output under ``root``; a run that exits non-zero fails with its last lines.
+    output under ``root``; a run that exits non-zero, or prints one of the ``NOTICES``,
+    fails with its last lines.
 
     The run has one intra-op thread (what PPO sets, and DDP gives each process): on a
     machine whose cores are busy, two threads that wait on each other make a small
@@ -47,5 +52,7 @@ def fit_summary(example: str, config: Path, args: list[str], root: Path) -> dict
     command = ["fit", "--config", str(config), f"--trainer.default_root_dir={root}", *args]
     returncode, lines = run_example(example, command, root, {"OMP_NUM_THREADS": "1"})
     assert returncode == 0, "\n".join(lines[-30:])
+    noise = [line for line in lines if any(word in line for word in NOTICES)]
+    assert not noise, "\n".join(noise)
     (path,) = root.rglob("summary.json")
     return json.loads(path.read_text())

@@ -12,7 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from jsonargparse import ArgumentParser
 from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.loggers import TensorBoardLogger
 
 _built = 0
 
@@ -24,6 +26,15 @@ def _counted(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(*args, **kwargs)
 
     return init
+
+
+def find_stubs() -> None:
+    """Let jsonargparse find its type stubs now. It reads the types of a class's unannotated
+    parameters (TensorBoard's ``SummaryWriter``, behind the examples' default logger) from
+    typeshed stubs, which it finds by asking a child Python for its ``sys.path``, once per
+    process. Done before ``child_processes`` counts, so that the first test to build a
+    command line is not charged with a process start."""
+    ArgumentParser(exit_on_error=False).add_class_arguments(TensorBoardLogger, "logger")
 
 
 def watch(patcher: pytest.MonkeyPatch) -> None:

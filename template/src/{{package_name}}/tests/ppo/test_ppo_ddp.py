@@ -16,6 +16,7 @@ import torch
 from ...ppo import PPOModule
 from ...ppo.__main__ import main
 from ..helpers.command_line import child_environment
+from ..helpers.refusals import refusal
 
 PACKAGE = __name__.partition(".")[0]
 ROLLOUT = 4 * 32  # env steps of one process's rollout
@@ -104,12 +105,18 @@ def test_resume_restores_optimizer_schedule_env_steps_and_evaluations(tmp_path: 
 
 
 @pytest.mark.cli
-def test_resume_with_another_number_of_processes_is_refused(tmp_path: Path) -> None:
+def test_resume_with_another_number_of_processes_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     main(_args(tmp_path, "--model.total_env_steps=512", "--trainer.max_steps=2"))
     last = tmp_path / "checkpoints" / "last.ckpt"
     assert PPOModule.load_from_checkpoint(last).rollouts_done == 1  # no trainer needed
     checkpoint = torch.load(last, weights_only=False)
     checkpoint["ppo"]["processes"] = 2
     torch.save(checkpoint, tmp_path / "from_two.ckpt")
-    with pytest.raises(ValueError, match="written by 2 processes"):
-        main(_args(tmp_path, f"--ckpt_path={tmp_path / 'from_two.ckpt'}"))
+    line = refusal(
+        capsys, lambda: main(_args(tmp_path, f"--ckpt_path={tmp_path / 'from_two.ckpt'}"))
+    )
+    assert line == (
+        "error: the checkpoint was written by 2 processes; resume it with as many, not 1"
+    )

@@ -90,7 +90,8 @@ def test_finite_regression_run_never_fires(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_cli_exits_nonzero_with_one_line_summary_last(tmp_path: Path) -> None:
+def test_cli_exits_1_with_its_traceback_and_one_line_summary_last(tmp_path: Path) -> None:
+    """A diverging run is no user's mistake: it keeps its traceback and Python's status 1."""
     callbacks = [
         {"class_path": f"{PACKAGE}.guards.NonFiniteLocator"},
         {"class_path": f"{__name__}.ExplodeLayer", "init_args": {"step": 6}},
@@ -103,7 +104,8 @@ def test_cli_exits_nonzero_with_one_line_summary_last(tmp_path: Path) -> None:
     run = subprocess.run(
         command, capture_output=True, text=True, env=child_environment(), timeout=120
     )
-    assert run.returncode != 0
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert "Traceback" in run.stderr
     last_line = run.stderr.strip().splitlines()[-1]
     assert last_line.startswith("non-finite output first at net.layers.2 (Linear) in batch 2"), (
         run.stderr[-3000:]

@@ -9,10 +9,12 @@ import torch
 from einops import rearrange
 from jaxtyping import TypeCheckError
 
+from ...errors import UserError
 from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
 from ..helpers.command_line import fit_summary
 from ..helpers.paths import CONFIGS
+from ..helpers.refusals import refusal
 
 CONFIG = CONFIGS / "regression.yaml"
 QUICK = [
@@ -95,24 +97,12 @@ def test_target_statistics_come_from_training_split(tmp_path: Path) -> None:
     train_targets = torch.stack([y for _, y in data.train_set])
     assert data.target_mean == pytest.approx(float(train_targets.mean()))
     features = torch.stack([x for x, _ in data.train_set])
-    torch.testing.assert_close(features.mean(), torch.tensor(0.0), atol=1e-5, rtol=0)
-
-
-def test_missing_target_column_is_named(tmp_path: Path) -> None:
-    path = _write_csv(tmp_path / "t.csv", [["a", "b"], [1, 2], [3, 4], [5, 6]])
-    with pytest.raises(ValueError, match=r"no column 'price'.*\['a', 'b'\]"):
-        RegressionData(csv_path=path, target="price")
-
-
-def test_bad_cell_is_named_with_row_and_column(tmp_path: Path) -> None:
-    path = _write_csv(tmp_path / "t.csv", [["a", "y"], [1, 2], ["oops", 4], [5, 6]])
-    with pytest.raises(ValueError, match=r"t\.csv:3: column 'a' has 'oops'"):
-        RegressionData(csv_path=path, target="y")
+    assert data.feature_mean == pytest.approx(features.mean(dim=0).tolist())
 
 
 def test_csv_without_target_is_refused(tmp_path: Path) -> None:
     path = _write_csv(tmp_path / "t.csv", [["a", "y"], [1, 2], [3, 4]])
-    with pytest.raises(ValueError, match="csv_path and --data.target"):
+    with pytest.raises(UserError, match="csv_path and --data.target"):
         RegressionData(csv_path=path)
 
 
@@ -121,25 +111,6 @@ def test_blank_lines_and_byte_order_mark_are_accepted(tmp_path: Path) -> None:
     path.write_text("\ufeffa,y\n1,2\n\n3,4\n5,7\n\n", encoding="utf-8")
     data = RegressionData(csv_path=path, target="y", val_fraction=0.34)
     assert data.num_features == 1 and len(data.train_set) + len(data.val_set) == 3
-
-
-def test_bad_cell_line_counts_blank_lines(tmp_path: Path) -> None:
-    path = tmp_path / "t.csv"
-    path.write_text("a,y\n1,2\n\n3,x\n5,6\n")
-    with pytest.raises(ValueError, match=r"t\.csv:4: column 'y' has 'x'"):
-        RegressionData(csv_path=path, target="y")
-
-
-def test_duplicate_columns_are_refused(tmp_path: Path) -> None:
-    path = _write_csv(tmp_path / "t.csv", [["a", "a", "y"], [1, 2, 3], [4, 5, 6], [7, 8, 9]])
-    with pytest.raises(ValueError, match=r"duplicate column names \['a'\]"):
-        RegressionData(csv_path=path, target="y")
-
-
-def test_too_few_rows_counts_data_rows(tmp_path: Path) -> None:
-    path = _write_csv(tmp_path / "t.csv", [["a", "y"], [1, 2]])
-    with pytest.raises(ValueError, match="found 1 data rows"):
-        RegressionData(csv_path=path, target="y")
 
 
 @pytest.mark.cli
@@ -154,7 +125,7 @@ def test_step_limited_run_anneals_over_its_steps(tmp_path: Path) -> None:
 
 
 def test_missing_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="nothere.csv"):
+    with pytest.raises(UserError, match="nothere.csv: no such file"):
         RegressionData(csv_path=tmp_path / "nothere.csv", target="y")
 
 
@@ -163,3 +134,14 @@ def test_default_config_reaches_r2_of_095(tmp_path: Path) -> None:
     # The shipped config's whole budget, run as the README runs it: in its own process.
     summary = fit_summary("regression", CONFIG, QUIET, tmp_path)
     assert summary["val_r2"] >= 0.95, summary
+
+
+@pytest.mark.cli
+def test_schedule_without_a_length_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    args = ["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path}", *QUIET]
+    line = refusal(capsys, lambda: main([*args, "--trainer.max_epochs=-1"]))
+    assert line == (
+        "error: the cosine schedule needs a length: set --trainer.max_epochs or --trainer.max_steps"
+    )

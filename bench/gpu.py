@@ -1,0 +1,287 @@
+"""The loop ratios on a GPU: bf16-mixed, compiled, ours against raw PyTorch doing the same work.
+
+- Regression: the example's ``fit --config configs/regression.yaml`` on one GPU with
+  ``--trainer.precision bf16-mixed --model.compile true`` (TensorBoard logger, checks on):
+  ``train_seconds / global_step`` from ``summary.json``, against a plain loop with the
+  same data, ``ScalarMLP`` (compiled), AdamW, cosine schedule, epochs and batch under
+  ``torch.autocast(bfloat16)``, batches sliced from a permutation of rows kept on the GPU,
+  validation R² every epoch, no checks (``JAXTYPING_DISABLE=1``).
+- PPO's update step: ``PPOModule.training_step`` on one synthetic CartPole-sized rollout
+  (``configs/ppo.yaml``'s network, minibatches and update epochs; compiled networks, bf16),
+  timed per optimizer step inside Lightning with the GPU synchronised at both ends, against
+  a raw update: the same ``ActorCritic``, PPO loss, minibatches, Adam and gradient clipping.
+
+Each side runs in a fresh process; the two alternate and the ratio is the median over
+repeats of each pair's. Without a CUDA device it refuses in one line and exits 0, so
+``nox -s bench`` can list it.
+
+Usage: ``python bench/gpu.py PROJECT_DIR PACKAGE [REPEATS]`` (``nox -s bench -- gpu``).
+"""
+
+import importlib
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BATCH, FEATURES, SEED, ROWS, EPOCHS = 256, 8, 0, 8192, 40
+PPO_ROLLOUTS, PPO_WARMUP = 12, 2
+
+
+def _sync() -> None:
+    import torch
+
+    torch.cuda.synchronize()
+
+
+def regression_raw(package: str) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    nets = importlib.import_module(f"{package}.nets")
+    synthetic = importlib.import_module(f"{package}.regression.synthetic")
+    x, y = synthetic.make_synthetic_regression(ROWS, FEATURES, 0.1, SEED)
+    order = torch.randperm(ROWS, generator=torch.Generator().manual_seed(SEED))
+    num_val = round(0.2 * ROWS)
+    train_rows, val_rows = order[num_val:], order[:num_val]
+    mean, std = x[train_rows].mean(dim=0), x[train_rows].std(dim=0)
+    x_train, x_val = ((x[rows] - mean) / std for rows in (train_rows, val_rows))
+    y_train, y_val = y[train_rows], y[val_rows]
+    y_mean, y_std = float(y_train.mean()), float(y_train.std())
+    x_train, x_val, y_train, y_val = (t.cuda() for t in (x_train, x_val, y_train, y_val))
+
+    torch.manual_seed(SEED)
+    net = nets.ScalarMLP(FEATURES, (128, 128), "silu").cuda()
+    forward = torch.compile(net)
+    steps = EPOCHS * math.ceil(len(y_train) / BATCH)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16)
+
+    _sync()
+    started = time.perf_counter()  # compile time included, as in ours
+    for epoch in range(EPOCHS):
+        permutation = torch.randperm(
+            len(y_train), generator=torch.Generator().manual_seed(SEED + epoch)
+        ).cuda()
+        for start in range(0, len(y_train), BATCH):
+            batch = permutation[start : start + BATCH]
+            with autocast:
+                prediction = forward(x_train[batch])
+            loss = F.mse_loss(prediction.float(), (y_train[batch] - y_mean) / y_std)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+        with torch.no_grad(), autocast:
+            predictions = [
+                forward(x_val[start : start + BATCH]).float() * y_std + y_mean
+                for start in range(0, len(y_val), BATCH)
+            ]
+        residual = ((torch.cat(predictions) - y_val) ** 2).sum()
+        r2 = float(1 - residual / ((y_val - y_val.mean()) ** 2).sum())  # synchronises
+    _sync()
+    return {"seconds_per_step": (time.perf_counter() - started) / steps, "val_r2": r2}
+
+
+def regression_ours(package: str, root: str) -> dict:
+    cli = importlib.import_module(f"{package}.regression.__main__")
+    cli.main(
+        [
+            "fit",
+            "--config=configs/regression.yaml",
+            "--trainer.accelerator=gpu",
+            "--trainer.devices=1",
+            "--trainer.precision=bf16-mixed",
+            "--model.compile=true",
+            f"--trainer.default_root_dir={root}",
+            "--trainer.logger=lightning.pytorch.loggers.TensorBoardLogger",
+            f"--trainer.logger.save_dir={root}",
+        ]
+    )
+    summary = json.loads(max(Path(root).rglob("summary.json"), key=os.path.getmtime).read_text())
+    return {
+        "seconds_per_step": summary["train_seconds"] / summary["global_step"],
+        "val_r2": summary["val_r2"],
+    }
+
+
+def _ppo_setup(package: str):
+    """The tuned model arguments, an ActorCritic-sized synthetic rollout of CartPole's
+    shapes, and the module class."""
+    import gymnasium as gym
+    import torch
+    import yaml
+
+    ppo = importlib.import_module(f"{package}.ppo.module")
+    rollout = importlib.import_module(f"{package}.ppo.rollout")
+    tuned = yaml.safe_load(Path("configs/ppo.yaml").read_text())["model"]
+    rows = tuned["num_envs"] * tuned["num_steps"]
+    generator = torch.Generator().manual_seed(SEED)
+    samples = rollout.Samples(
+        observations=torch.randn(rows, 4, generator=generator),
+        actions=torch.randint(0, 2, (rows,), generator=generator),
+        old_log_prob=torch.full((rows,), math.log(0.5)),
+        old_values=torch.randn(rows, generator=generator),
+        advantages=torch.randn(rows, generator=generator),
+        returns=torch.randn(rows, generator=generator),
+    )
+    return ppo, tuned, samples, gym.spaces.Discrete(2)
+
+
+def ppo_ours(package: str, root: str) -> dict:
+    import lightning as L
+
+    ppo, tuned, samples, _ = _ppo_setup(package)
+    steps_per_rollout = tuned["update_epochs"] * tuned["num_minibatches"]
+
+    class Synthetic(ppo.PPOModule):
+        """The module's own update, on a fixed synthetic rollout instead of the envs."""
+
+        def rollouts(self):
+            for _ in range(self.rollouts_done, self.num_rollouts):
+                yield samples
+
+    class Clock(L.Callback):
+        seconds: list[float] = []
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+            _sync()
+            self.started = time.perf_counter()
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            _sync()
+            if batch_idx >= PPO_WARMUP:  # compile and first checks
+                self.seconds.append(time.perf_counter() - self.started)
+
+    model = Synthetic(
+        **{
+            **tuned,
+            "total_env_steps": PPO_ROLLOUTS * tuned["num_envs"] * tuned["num_steps"],
+            "eval_every_env_steps": 0,
+            "solved_return": None,
+            "compile": True,
+        }
+    )
+    trainer = L.Trainer(
+        accelerator="gpu",
+        devices=1,
+        precision="bf16-mixed",
+        max_epochs=1,
+        default_root_dir=root,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        callbacks=[Clock()],
+    )
+    trainer.fit(model)
+    return {"seconds_per_step": statistics.median(Clock.seconds) / steps_per_rollout}
+
+
+def ppo_raw(package: str) -> dict:
+    import torch
+
+    ppo, tuned, samples, action_space = _ppo_setup(package)
+    agent_module = importlib.import_module(f"{package}.ppo.agent")
+    torch.manual_seed(SEED)
+    agent = agent_module.ActorCritic(4, action_space, tuned["hidden_sizes"]).cuda()
+    agent.compile_networks()
+    optimizer = torch.optim.Adam(agent.parameters(), lr=tuned["learning_rate"], eps=1e-5)
+    rollout = {name: getattr(samples, name).cuda() for name in vars(samples)}
+    rows = len(rollout["advantages"])
+    minibatch = rows // tuned["num_minibatches"]
+    clip = tuned["clip_coef"]
+    seconds = []
+    for index in range(PPO_ROLLOUTS):
+        _sync()
+        started = time.perf_counter()
+        for _ in range(tuned["update_epochs"]):
+            for batch in torch.randperm(rows, device="cuda").split(minibatch):
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    log_prob, entropy, values = agent.evaluate(
+                        rollout["observations"][batch], rollout["actions"][batch]
+                    )
+                advantages = rollout["advantages"][batch]
+                advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+                ratio = torch.exp(log_prob.float() - rollout["old_log_prob"][batch])
+                policy = -torch.min(
+                    ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages
+                ).mean()
+                critic = 0.5 * ((values.float() - rollout["returns"][batch]) ** 2).mean()
+                loss = (
+                    policy
+                    + tuned["value_coef"] * critic
+                    - tuned["entropy_coef"] * (entropy.float().mean())
+                )
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(agent.parameters(), tuned["max_grad_norm"])
+                optimizer.step()
+        _sync()
+        if index >= PPO_WARMUP:
+            seconds.append(time.perf_counter() - started)
+    steps_per_rollout = tuned["update_epochs"] * tuned["num_minibatches"]
+    return {"seconds_per_step": statistics.median(seconds) / steps_per_rollout}
+
+
+WORKERS = {
+    ("regression", "raw"): lambda package, root: regression_raw(package),
+    ("regression", "ours"): regression_ours,
+    ("ppo", "raw"): lambda package, root: ppo_raw(package),
+    ("ppo", "ours"): ppo_ours,
+}
+
+
+def _run(project: Path, package: str, example: str, side: str, root: Path) -> dict:
+    command = [sys.executable, __file__, "--worker", example, side, package, str(root)]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if side == "raw":
+        environment["JAXTYPING_DISABLE"] = "1"
+    done = subprocess.run(command, cwd=project, env=environment, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{example} {side} worker failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    if sys.argv[1] == "--worker":
+        example, side, package, root = sys.argv[2:6]
+        print(json.dumps(WORKERS[example, side](package, root)))
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        print("gpu: no CUDA device here; nothing was measured")
+        return
+    project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
+    repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    print(f"gpu: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    for example in ("regression", "ppo"):
+        ratios, seconds = [], {"raw": [], "ours": []}
+        for repeat in range(repeats):
+            for side in ("raw", "ours") if repeat % 2 == 0 else ("ours", "raw"):
+                root = project / "runs" / "gpu" / f"{example}-{repeat}-{side}"
+                result = _run(project, package, example, side, root)
+                seconds[side].append(result["seconds_per_step"])
+            ratios.append(seconds["ours"][-1] / seconds["raw"][-1])
+            print(
+                f"  {example} repeat {repeat}: raw {seconds['raw'][-1] * 1e3:.3f} ms/step, "
+                f"ours {seconds['ours'][-1] * 1e3:.3f} ms/step, ratio {ratios[-1]:.2f}",
+                flush=True,
+            )
+        ratio = statistics.median(ratios)
+        print(
+            f"{example} (bf16-mixed, compiled): median ms/step raw "
+            f"{statistics.median(seconds['raw']) * 1e3:.3f}, ours "
+            f"{statistics.median(seconds['ours']) * 1e3:.3f}; median ratio {ratio:.2f} "
+            f"({'met' if ratio <= 1.3 else 'MISSED'}: <= 1.3)",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

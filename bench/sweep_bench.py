@@ -1,0 +1,88 @@
+"""Sweeps: 2 workers against 1, and the best trial against the default config.
+
+- regression: ``configs/sweep/regression.yaml``, N = 20 trials with 1 worker, then with 2
+  (each worker one torch thread, the same ``--seed``), each study in a fresh folder. Prints
+  both wall times and their ratio (target: at most 0.6 on a machine with 2 free cores), and
+  the best ``val_r2`` of each study next to ``configs/regression.yaml``'s own (one thread).
+- ppo (only with ``ppo`` named): ``configs/sweep/ppo.yaml``, N = 20 trials with 2 workers
+  at the config's budget (60,000 env steps per trial), against the default config's
+  ``steps_to_solved``. About 20 CartPole runs: minutes per trial on a busy machine.
+
+Usage: ``python bench/sweep_bench.py PROJECT_DIR PACKAGE [regression] [ppo] [--trials N]``
+(``nox -s bench -- sweep``).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+
+
+def _run(project: Path, args: list[str]) -> float:
+    """Seconds that ``python ARGS`` takes in ``project``, with one torch thread."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(project / "src")}
+    tick = time.perf_counter()
+    subprocess.run(
+        [sys.executable, *args], cwd=project, env=env, check=True, stdout=subprocess.DEVNULL
+    )
+    return time.perf_counter() - tick
+
+
+def _default(project: Path, package: str, example: str, root: Path) -> dict:
+    config = f"configs/{example}.yaml"
+    fit = ["-m", f"{package}.{example}", "fit", "--config", config, *QUIET]
+    _run(project, [*fit, f"--trainer.default_root_dir={root}"])
+    (path,) = root.rglob("summary.json")
+    return json.loads(path.read_text())
+
+
+def _sweep(project: Path, package: str, example: str, trials: int, workers: int, root: Path):
+    args = ["-m", f"{package}.sweep", example, f"--trials={trials}", f"--workers={workers}"]
+    seconds = _run(project, [*args, f"--root={root}", "--seed=0", "--", *QUIET])
+    import optuna  # the bench environment has the project's dependencies
+
+    journal = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(root / example / "study.journal"))
+    )
+    return seconds, optuna.load_study(study_name=example, storage=journal)
+
+
+def main() -> None:
+    project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
+    rest = sys.argv[3:]
+    trials = int(rest[rest.index("--trials") + 1]) if "--trials" in rest else 20
+    examples = [name for name in ("regression", "ppo") if name in rest] or ["regression"]
+    print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
+    scratch = Path(tempfile.mkdtemp(prefix="sweep_bench_"))
+    try:
+        if "regression" in examples:
+            default = _default(project, package, "regression", scratch / "default")
+            one, study_one = _sweep(project, package, "regression", trials, 1, scratch / "w1")
+            two, study_two = _sweep(project, package, "regression", trials, 2, scratch / "w2")
+            print(
+                f"regression, N = {trials}: 1 worker {one:.0f} s, 2 workers {two:.0f} s, "
+                f"ratio {two / one:.2f} (target <= 0.6)\n"
+                f"  best val_r2: 1 worker {study_one.best_value:.4f}, 2 workers "
+                f"{study_two.best_value:.4f}; configs/regression.yaml {default['val_r2']:.4f}"
+            )
+        if "ppo" in examples:
+            default = _default(project, package, "ppo", scratch / "ppo_default")
+            seconds, study = _sweep(project, package, "ppo", trials, 2, scratch / "ppo")
+            solved = [t.value for t in study.trials if t.value is not None]
+            print(
+                f"ppo, N = {trials}, 2 workers, {seconds:.0f} s: best steps_to_solved_or_penalty "
+                f"{min(solved):.0f}; configs/ppo.yaml steps_to_solved {default['steps_to_solved']}"
+            )
+        print(f"load average after: {os.getloadavg()}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

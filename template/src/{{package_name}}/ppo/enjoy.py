@@ -1,0 +1,153 @@
+"""Command line: ``python -m <package>.ppo.enjoy --ckpt_path FILE``: replay a trained policy.
+
+It reads a checkpoint that ``ppo fit`` wrote, rebuilds the agent from the checkpoint's own
+hyperparameters, and plays ``--episodes`` episodes with the greedy policy (as the run's
+evaluations did) and again with actions sampled from the policy; it prints the mean and
+the minimum return of each. ``--seed`` and ``--episodes`` default to the run's evaluation
+settings, so the greedy figures equal the ``eval_return_mean`` and ``eval_return_min`` of
+the run's last evaluation (its summary.json).
+
+The file is read with ``torch.load(weights_only=True)``: a checkpoint from elsewhere can
+hold only tensors and plain values, never code to run. ``--video FILE.mp4`` records the
+greedy policy's first episode; it needs the ``[video]`` extra.
+"""
+
+import importlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from ..checkpoints import check_fits, check_hyperparameters, read
+from ..cli import OneLineErrorParser, check_writable
+from ..errors import UserError, user_errors
+from .evaluate import evaluate
+from .module import PPOModule
+
+VIDEO_PACKAGES = ("imageio", "imageio_ffmpeg", "pygame")
+"""What ``--video`` imports: the MP4 writer, its ffmpeg, and gymnasium's renderer."""
+
+
+def enjoy(
+    ckpt_path: str,
+    episodes: int | None = None,
+    seed: int | None = None,
+    video: str | None = None,
+    output: str | None = None,
+) -> dict[str, Any]:
+    """Replay the policy of a PPO checkpoint and report its returns.
+
+    Args:
+        ckpt_path: A checkpoint written by ``ppo fit`` (``checkpoints/last.ckpt``, say).
+        episodes: Episodes for each policy; default: the run's ``eval_episodes``.
+        seed: Seed of the episodes' environments; default: the run's ``eval_seed``.
+        video: Write an MP4 of the greedy policy's first episode here (the ``[video]`` extra).
+        output: Write the figures here as JSON.
+    """
+    if episodes is not None and episodes < 1:
+        raise UserError(f"--episodes must be at least 1, got {episodes}")
+    if video is not None:
+        _check_video(video)
+    for option, path in (("--video", video), ("--output", output)):
+        if path is not None:
+            check_writable(Path(path).parent, option)
+    module = load(ckpt_path)
+    episodes = episodes or module.eval_episodes
+    seed = module.eval_seed if seed is None else seed
+    if module.torch_threads:
+        torch.set_num_threads(module.torch_threads)  # as in training, for the same sums
+    greedy = evaluate(module.agent, module.env_id, episodes, seed)
+    torch.manual_seed(seed)
+    sampled = evaluate(module.agent, module.env_id, episodes, seed, deterministic=False)
+    report: dict[str, Any] = {
+        "ckpt_path": str(ckpt_path),
+        "env_id": module.env_id,
+        "episodes": episodes,
+        "seed": seed,
+        "deterministic_return_mean": sum(greedy) / episodes,
+        "deterministic_return_min": min(greedy),
+        "sampled_return_mean": sum(sampled) / episodes,
+        "sampled_return_min": min(sampled),
+        "deterministic_returns": greedy,
+        "sampled_returns": sampled,
+    }
+    print(f"{module.env_id}: {episodes} episodes, seed {seed}")
+    for policy in ("deterministic", "sampled"):
+        mean, low = report[f"{policy}_return_mean"], report[f"{policy}_return_min"]
+        print(f"{policy} policy: return mean {mean:.2f}, min {low:.2f}")
+    if video is not None:
+        frames = record(module, seed, video)
+        report["video"], report["video_frames"] = video, frames
+        print(f"video of the first deterministic episode ({frames} frames): {video}")
+    if output is not None:
+        Path(output).write_text(json.dumps(report, indent=2) + "\n")
+        print(f"figures: {output}")
+    return report
+
+
+def load(ckpt_path: str | Path) -> PPOModule:
+    """The PPOModule a checkpoint was saved from, with its weights, or a UserError that says
+    why the file is not one (missing, corrupt, another model's)."""
+    checkpoint = read(ckpt_path)
+    if "hyper_parameters" not in checkpoint:
+        raise UserError(f"{ckpt_path}: not a checkpoint of PPOModule: it has no hyperparameters")
+    check_hyperparameters(checkpoint, PPOModule, ckpt_path)
+    saved = checkpoint["hyper_parameters"]
+    hyperparameters: dict[str, Any] = {
+        key: value for key, value in saved.items() if not key.startswith("_")
+    }
+    hyperparameters["compile"] = False  # compiling would only slow a replay down
+    module = PPOModule(**hyperparameters)
+    check_fits(checkpoint, module, ckpt_path)
+    module.load_state_dict(checkpoint["state_dict"])
+    return module.eval()
+
+
+def record(module: PPOModule, seed: int, path: str) -> int:
+    """Write an MP4 of the greedy policy's episode on the environment seeded ``seed`` (the
+    first of :func:`evaluate`'s) to ``path``; returns its number of frames."""
+    import imageio.v2 as imageio
+
+    # Frames are drawn off screen; without this, SDL looks for a display and may complain.
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    frames: list[Any] = []  # RGB images, as imageio's annotation spells them
+    evaluate(module.agent, module.env_id, 1, seed, frames=frames)
+    probe = gym.make(module.env_id)
+    fps = probe.metadata.get("render_fps") or 30
+    probe.close()
+    # Even sides, as H.264's usual pixel format needs; imageio pads an odd side.
+    imageio.mimwrite(path, frames, fps=fps, macro_block_size=2)
+    return len(frames)
+
+
+def _check_video(path: str) -> None:
+    if Path(path).suffix.lower() != ".mp4":
+        raise UserError(f"--video {path}: the file name must end in .mp4")
+    for package in VIDEO_PACKAGES:
+        try:
+            importlib.import_module(package)
+        except ImportError as error:
+            project = __package__.split(".")[0] if __package__ else "the project"
+            raise UserError(
+                f"--video needs the [video] extra (pip install '{project}[video]'): "
+                f"cannot import {package} ({error})"
+            ) from error
+
+
+def main(args: list[str] | None = None) -> dict[str, Any]:
+    """Parse ``args`` (default: the command line) and replay the checkpoint."""
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")  # pygame's greeting on import
+    with user_errors():
+        parser = OneLineErrorParser(
+            prog=f"python -m {__package__}.enjoy", description="Replay a PPO checkpoint's policy."
+        )
+        parser.add_function_arguments(enjoy, as_positional=False)
+        config = parser.parse_args(args)
+        return enjoy(**config.as_dict())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Predict a new CSV from a checkpoint: ``python -m <package>.regression predict --config
+configs/regression.yaml --ckpt_path FILE --data.predict_csv FILE``.
+
+The file is read in chunks of ``CHUNK_ROWS`` rows, so its size is bounded by the disk,
+not the memory. Each chunk is encoded as the checkpoint's model was trained (its column
+order and category levels, ``table.Encoding``), and :class:`PredictionWriter` appends it
+to ``predictions.csv`` in the run's log folder: every input row in order, every input
+column, and ``prediction`` in the target's units. A row with a missing feature cell gets
+an empty prediction; a category level the training split did not have encodes as all
+zeros. Each is counted in a one-line warning at the end.
+"""
+
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import lightning as L
+import numpy as np
+import pandas as pd
+import torch
+from lightning.pytorch.callbacks import BasePredictionWriter
+from torch.utils.data import IterableDataset
+
+from ..errors import UserError
+from ..shapes import Bool, Float, Tensor
+from .table import Encoding, TableOptions, checked_chunks, read_csv, read_header
+
+CHUNK_ROWS = 65536
+
+
+class PredictChunk(NamedTuple):
+    rows: pd.DataFrame
+    features: Float[Tensor, "batch feature"]
+    complete: Bool[Tensor, " batch"]
+    unseen: int
+
+
+class PredictChunks(IterableDataset):
+    """The rows of ``path`` as :class:`PredictChunk` s, one chunk per item."""
+
+    def __init__(self, path: Path, encoding: Encoding, options: TableOptions) -> None:
+        self.path, self.encoding, self.options = path, encoding, options
+        header = read_header(path, options, "--data.predict_csv")
+        absent = [name for name in encoding.columns if name not in header]
+        if absent:
+            raise UserError(
+                f"{path}: no column {', '.join(map(repr, absent))}; the model reads "
+                f"{encoding.columns}"
+            )
+        if "prediction" in header:
+            raise UserError(f"{path}: already has a column 'prediction'; rename it first")
+
+    def __iter__(self) -> Iterator[PredictChunk]:
+        text = list(self.encoding.categories)
+        chunks = read_csv(self.path, self.options, text, "--data.predict_csv", CHUNK_ROWS)
+        assert not isinstance(chunks, pd.DataFrame)
+        for chunk in checked_chunks(chunks, self.path):
+            chunk.columns = [str(name).strip() for name in chunk.columns]
+            chunk.index = chunk.index + 1  # data rows, for messages
+            features, complete, unseen = self.encoding.encode(chunk, self.path)
+            yield PredictChunk(
+                chunk, torch.from_numpy(features), torch.from_numpy(complete), unseen
+            )
+
+
+class PredictionWriter(BasePredictionWriter):
+    """Append each predicted chunk to ``predictions.csv`` in the run's log folder; print
+    its path and the counts of incomplete rows and unseen levels at the end."""
+
+    def __init__(self) -> None:
+        super().__init__(write_interval="batch")
+        self.path: Path | None = None
+        self.rows = self.incomplete = self.unseen = 0
+
+    def on_predict_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.path = Path(trainer.log_dir or trainer.default_root_dir) / "predictions.csv"
+        self.rows = self.incomplete = self.unseen = 0
+        # Lightning would find each row's index for the writer; the chunk carries its rows.
+        warnings.filterwarnings("ignore", message="Couldn't infer the batch indices")
+        if trainer.is_global_zero:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.unlink(missing_ok=True)
+
+    def write_on_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        prediction: Any,
+        batch_indices: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int,
+    ) -> None:
+        # Every process reads the whole file; one writes it.
+        if not (trainer.is_global_zero and isinstance(batch, PredictChunk) and self.path):
+            return
+        values = prediction.detach().float().cpu().numpy()
+        complete = batch.complete.cpu().numpy()
+        options = getattr(getattr(trainer, "datamodule", None), "options", TableOptions())
+        batch.rows.assign(prediction=np.where(complete, values, np.nan)).to_csv(
+            self.path,
+            mode="a",
+            header=self.rows == 0,
+            index=False,
+            sep=options.sep,
+            decimal=options.decimal,
+            na_rep="",
+        )
+        self.rows += len(complete)
+        self.incomplete += int((~complete).sum())
+        self.unseen += batch.unseen
+
+    def on_predict_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not trainer.is_global_zero:
+            return
+        if self.incomplete:
+            print(
+                f"warning: {self.incomplete} of {self.rows} rows have a missing feature cell; "
+                "their prediction is empty",
+                file=sys.stderr,
+            )
+        if self.unseen:
+            print(
+                f"warning: {self.unseen} of {self.rows} rows have a category level the "
+                "training split did not have; it is encoded as all zeros",
+                file=sys.stderr,
+            )
+        print(f"predictions of {self.rows} rows: {self.path}", flush=True)

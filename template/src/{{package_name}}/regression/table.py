@@ -1,0 +1,284 @@
+"""Read a CSV export with pandas into the numbers the model takes, or say in one line why not.
+
+What a real export holds, and what becomes of it:
+
+- Missing cells are the reader's own markers (an empty cell, ``NA``, ``nan``, ``null``, ...).
+  ``missing="error"`` refuses the first; ``missing="drop"`` drops every row that has one
+  and counts them. A row whose target is missing is never used either way.
+- ``inf`` is a number, not a missing cell: it would poison every statistic, so it is refused.
+- A text column (a non-missing cell that is not a number) is one-hot encoded when it is
+  listed in ``categorical``, and left out otherwise; the summary line names it with its
+  first text cell, so a typo in a numeric column shows. Past ``max_levels`` levels, the
+  most frequent training levels keep a column each and the rarer ones encode as all zeros,
+  like a level that predict meets for the first time.
+- Separator, thousands mark and decimal mark are the reader's options.
+
+Positions: the reader's own parse errors carry file line numbers; a bad cell is named by
+its data row (the n-th row under the header, blank lines not counted). Each message says
+which of the two it gives.
+"""
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from ..errors import UserError
+
+Missing = Literal["error", "drop"]
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """How the file is written: the reader's options, checked when they are made."""
+
+    sep: str = ","
+    thousands: str | None = None
+    decimal: str = "."
+
+    def __post_init__(self) -> None:
+        marks = {"--data.sep": self.sep, "--data.decimal": self.decimal}
+        if self.thousands is not None:
+            marks["--data.thousands"] = self.thousands
+        for option, mark in marks.items():
+            if len(mark) != 1 or mark in '\r\n"':
+                raise UserError(f"{option} {mark!r}: must be one character, not a quote or newline")
+        if self.decimal in (self.sep, self.thousands):
+            clash = "--data.sep" if self.decimal == self.sep else "--data.thousands"
+            raise UserError(f"--data.decimal {self.decimal!r} is also {clash}; they must differ")
+        if self.thousands == self.sep:
+            raise UserError(f"--data.thousands {self.sep!r} is also --data.sep; they must differ")
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """How table columns become model inputs, in built-in types so that a checkpoint holds
+    it: each of ``columns`` in order, one number for a numeric column, one indicator per
+    level for a column in ``categories``."""
+
+    columns: list[str]
+    categories: dict[str, list[str]]
+
+    @property
+    def width(self) -> int:
+        return sum(len(self.categories.get(name, [None])) for name in self.columns)
+
+    def encode(self, frame: pd.DataFrame, path: Path) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(features, complete, unseen)``: float32 inputs of shape ``(rows, width)`` with
+        missing cells as 0, whether each row has every cell, and how many rows hold a
+        category level that the training split did not (encoded as all zeros)."""
+        features = np.zeros((len(frame), self.width), dtype=np.float32)
+        complete = np.ones(len(frame), dtype=bool)
+        unseen = np.zeros(len(frame), dtype=bool)
+        start = 0
+        for name in self.columns:
+            column = frame[name]
+            present = column.notna().to_numpy()
+            complete &= present
+            if name in self.categories:
+                levels = self.categories[name]
+                codes = pd.Categorical(column.astype("string"), categories=levels).codes
+                rows = np.flatnonzero(codes >= 0)
+                features[rows, start + codes[rows]] = 1.0
+                unseen |= present & (codes < 0)
+                start += len(levels)
+            else:
+                values = numbers(column, name, path)
+                features[:, start] = np.where(present, values, 0.0)
+                start += 1
+        return features, complete, int(unseen.sum())
+
+
+def numbers(column: pd.Series, name: str, path: Path) -> np.ndarray:
+    """The column as float64 (missing cells NaN), or a UserError naming its first text or
+    ``inf`` cell by data row."""
+    if not pd.api.types.is_numeric_dtype(column):
+        row, cell = _first_text_cell(column)
+        raise UserError(f"{path}: data row {row}: column {name!r} has {cell!r}, not a number")
+    values = column.to_numpy(dtype=np.float64, na_value=np.nan)
+    infinite = np.flatnonzero(np.isinf(values))
+    if len(infinite):
+        raise UserError(
+            f"{path}: data row {_row(column, infinite[0])}: column {name!r} has "
+            f"{values[infinite[0]]}: inf is refused, it is not a missing value "
+            f"({len(infinite)} such cells)"
+        )
+    return values
+
+
+def read_csv(
+    path: Path, options: TableOptions, text: list[str], option: str, chunksize: int | None = None
+) -> pd.DataFrame | Iterator[pd.DataFrame]:
+    """The whole table, or an iterator of ``chunksize`` rows at a time, with ``text``
+    columns read as text (category levels stay as written: ``"007"``, not 7)."""
+    header = read_header(path, options, option)
+    if len(set(header)) != len(header):
+        duplicated = sorted({name for name in header if header.count(name) > 1})
+        raise UserError(f"{path}: duplicate column names {duplicated}")
+    try:
+        return pd.read_csv(
+            path,
+            sep=options.sep,
+            thousands=options.thousands,
+            decimal=options.decimal,
+            dtype=dict.fromkeys(text, "string"),
+            encoding="utf-8-sig",  # spreadsheets often start a file with a byte-order mark
+            chunksize=chunksize,
+        )
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
+        raise _reader_error(path, error) from error
+
+
+def read_header(path: Path, options: TableOptions, option: str) -> list[str]:
+    """The column names as written; pandas would rename a repeated one ``a.1``."""
+    if not path.is_file():
+        raise UserError(f"{option} {path}: no such file")
+    try:
+        first = pd.read_csv(
+            path, sep=options.sep, header=None, nrows=1, dtype="string", encoding="utf-8-sig"
+        )
+    except pd.errors.EmptyDataError:
+        raise UserError(f"{path}: the file is empty; it needs a header and data rows") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
+        raise _reader_error(path, error) from error
+    return [str(name).strip() for name in first.iloc[0].tolist()]
+
+
+def checked_chunks(chunks: Iterator[pd.DataFrame], path: Path) -> Iterator[pd.DataFrame]:
+    """``chunks``, with a parse error met part-way through turned into a UserError."""
+    try:
+        yield from chunks
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
+        raise _reader_error(path, error) from error
+
+
+@dataclass(frozen=True)
+class Table:
+    """The rows a model can learn from: ``frame`` holds the target and the feature columns
+    (numeric, then categorical as text), indexed by data row minus one."""
+
+    frame: pd.DataFrame
+    target: str
+    columns: list[str]
+    categorical: list[str]
+    summary: str
+
+
+def read_table(
+    path: Path,
+    target: str,
+    options: TableOptions,
+    categorical: list[str],
+    missing: Missing,
+) -> Table:
+    """Read ``path`` and keep the rows and columns a model can use, or raise a UserError."""
+    header = read_header(path, options, "--data.csv_path")
+    if target not in header:
+        raise UserError(f"{path}: no column {target!r} for --data.target; columns are {header}")
+    absent = [name for name in categorical if name not in header]
+    if absent:
+        raise UserError(f"{path}: --data.categorical names {absent}, not columns of {header}")
+    if target in categorical:
+        raise UserError(f"{path}: --data.categorical lists the target {target!r}")
+    frame = read_csv(path, options, categorical, "--data.csv_path")
+    assert isinstance(frame, pd.DataFrame)
+    frame.columns = header
+    frame.index = pd.RangeIndex(1, len(frame) + 1)  # data rows, for messages
+    if len(frame) < 2:
+        raise UserError(f"{path}: needs a header and at least 2 data rows, found {len(frame)}")
+
+    numbers(frame[target], target, path)
+    left_out: list[str] = []
+    columns: list[str] = []
+    for name in header:
+        column = frame[name]
+        if name == target:
+            continue
+        if name in categorical:
+            columns.append(name)
+        elif column.isna().all():
+            left_out.append(f"{name} (empty)")
+        elif pd.api.types.is_numeric_dtype(column):
+            numbers(column, name, path)  # refuses inf
+            columns.append(name)
+        else:
+            row, cell = _first_text_cell(column)
+            left_out.append(f"{name} (text: {cell!r} in data row {row})")
+    if not columns:
+        raise UserError(
+            f"{path}: no feature column besides the target {target!r}; left out: "
+            + ", ".join(left_out)
+        )
+
+    used = frame[[target, *columns]]
+    gaps = used.isna()
+    incomplete = np.asarray(gaps.any(axis=1), dtype=bool)
+    if incomplete.any() and missing == "error":
+        row = int(used.index[np.flatnonzero(incomplete)[0]])
+        name = str(gaps.columns[np.asarray(gaps.loc[row], dtype=bool)][0])
+        raise UserError(
+            f"{path}: data row {row}: column {name!r} is missing ({int(incomplete.sum())} rows "
+            "have missing cells); --data.missing drop leaves such rows out"
+        )
+    kept = used.loc[~incomplete]
+    if len(kept) < 2:
+        raise UserError(
+            f"{path}: {len(kept)} data rows left after dropping {int(incomplete.sum())} with "
+            "missing cells; at least 2 are needed"
+        )
+    summary = (
+        f"{path}: read {len(frame)} rows, dropped {int(incomplete.sum())} with missing cells; "
+        f"target {target!r}; features {columns}"
+        + (f" ({', '.join(categorical)} one-hot)" if categorical else "")
+        + f"; left out: {', '.join(left_out) or 'none'}"
+    )
+    return Table(kept, target, columns, [c for c in columns if c in categorical], summary)
+
+
+def fit_encoding(
+    frame: pd.DataFrame, columns: list[str], categorical: list[str], max_levels: int
+) -> tuple[Encoding, list[str]]:
+    """The encoding learnt from ``frame`` (the training rows), and a note for each
+    categorical column that has more than ``max_levels`` levels."""
+    categories: dict[str, list[str]] = {}
+    capped: list[str] = []
+    for name in categorical:
+        counts = frame[name].value_counts()
+        # The most frequent first, ties by name, so the order does not depend on the rows'.
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], str(item[0])))
+        categories[name] = [str(level) for level, _ in ranked[:max_levels]]
+        if len(ranked) > max_levels:
+            rare = int(sum(count for _, count in ranked[max_levels:]))
+            capped.append(
+                f"{name}: {len(ranked)} levels, the {max_levels} most frequent kept, "
+                f"{rare} rows of rarer ones encode as all zeros"
+            )
+    return Encoding(columns=list(columns), categories=categories), capped
+
+
+def _first_text_cell(column: pd.Series) -> tuple[int, str]:
+    parsed = pd.Series(pd.to_numeric(column, errors="coerce"))
+    text = np.flatnonzero(column.notna().to_numpy() & parsed.isna().to_numpy())
+    position = int(text[0]) if len(text) else 0
+    return _row(column, position), str(column.iloc[position])
+
+
+def _row(column: pd.Series, position: int) -> int:
+    """The data row (1 for the first under the header) of ``column``'s ``position``-th cell."""
+    label = column.index[position]
+    return int(label) if isinstance(label, int | np.integer) else position + 1
+
+
+def _reader_error(path: Path, error: Exception) -> UserError:
+    if isinstance(error, UnicodeDecodeError):
+        return UserError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})")
+    message = " ".join(str(error).split())
+    fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", message)
+    if fields:
+        expected, line, saw = fields.groups()
+        return UserError(f"{path}: file line {line} has {saw} cells, the header has {expected}")
+    return UserError(f"{path}: the reader refused the file: {message}")

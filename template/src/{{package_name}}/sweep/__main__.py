@@ -1,0 +1,174 @@
+"""Command line: ``python -m <package>.sweep regression --trials 20 [-- FIT ARGUMENTS]``.
+
+Options: ``--space FILE`` (default ``configs/sweep/<example>.yaml``), ``--trials N``,
+``--workers K``, ``--storage URL``, ``--study NAME`` (default: the example), ``--config
+FILE`` (the example's config, default ``configs/<example>.yaml``), ``--root DIR`` (default
+``runs/sweep``) and ``--seed S``. Everything after ``--`` goes to every trial's ``fit``.
+
+The study's folder is ``<root>/<study>/``. It holds the default storage, a journal file, so
+running the same command again continues the same study: ``--trials`` counts the study's
+finished trials (complete or pruned), whoever ran them. Each worker stops when the study has
+that many, so K workers finish at most K - 1 more. ``--workers K`` starts K processes on
+the same storage; each runs its trials in turn with one torch thread, so K workers use K
+cores. Every worker's sampler is seeded from ``--seed``, its index and the study's trial
+count: a worker that resumes draws new values instead of replaying the first ones.
+
+Before any trial runs, the example's parser reads the fit arguments with every bound and
+every choice of the space, so a mistyped option path or a value of the wrong type stops
+the sweep at once, as a one-line ``error:``.
+"""
+
+import argparse
+import io
+import multiprocessing
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+from typing import Any, NoReturn
+
+import optuna
+import yaml
+
+from ..errors import UserError, user_errors
+from . import report, space, storage, trial
+from .worker import EXAMPLES, PACKAGE, Settings, example_main, work
+
+DESCRIPTION = "Run or continue an Optuna study of an example's hyperparameters."
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"error: {message}\n")
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The sweep's own options, and the fit arguments after ``--``."""
+    split = argv.index("--") if "--" in argv else len(argv)
+    parser = _Parser(prog=f"python -m {PACKAGE}.sweep", description=DESCRIPTION)
+    parser.add_argument("example", choices=EXAMPLES)
+    parser.add_argument("--space", type=Path, help="the search space (YAML)")
+    parser.add_argument("--trials", type=int, required=True, help="finished trials to reach")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes")
+    parser.add_argument("--storage", help="an RDB URL or journal:PATH")
+    parser.add_argument("--study", help="the study's name (default: the example)")
+    parser.add_argument("--config", type=Path, help="the example's config")
+    parser.add_argument("--root", type=Path, default=Path("runs/sweep"), help="studies' folder")
+    parser.add_argument("--seed", type=int, default=0, help="the samplers' seed")
+    options = parser.parse_args(argv[:split])
+    if options.trials < 1 or options.workers < 1:
+        parser.error("--trials and --workers must be at least 1")
+    return options, argv[split + 1 :]
+
+
+def main(argv: list[str] | None = None) -> optuna.Study:
+    """Run or continue the sweep that ``argv`` (default: the command line) describes."""
+    with user_errors():
+        options, passed_on = parse(sys.argv[1:] if argv is None else argv)
+        example = options.example
+        search = space.load(options.space or Path("configs/sweep") / f"{example}.yaml")
+        config = options.config or Path("configs") / f"{example}.yaml"
+        if not config.is_file():
+            raise UserError(f"--config {config}: no such file; run from the project's root")
+        swept = {f"--{parameter.key}" for parameter in search.parameters}
+        clash = [arg for arg in passed_on if arg.split("=")[0] in swept]
+        if clash:
+            raise UserError(f"{clash[0]} after --: the space {search.path} samples that option")
+        study_name = options.study or example
+        folder = options.root / study_name
+        settings = Settings(
+            example=example,
+            space_path=search.path,
+            fit_args=("--config", str(config), *passed_on),
+            study=study_name,
+            storage=options.storage or f"journal:{folder / 'study.journal'}",
+            trials=options.trials,
+            seed=options.seed,
+            folder=folder,
+        )
+        base = _check_arguments(example_main(example), search, settings.fit_args, config)
+        study = _open_study(settings, search)
+        storage.fail_dead_trials(study)
+        if storage.finished(study) >= settings.trials:
+            print(f"study {study_name} has {storage.finished(study)} finished trials already")
+        elif options.workers == 1:
+            work(settings, 0)
+        else:
+            _start_workers(settings, options.workers)
+        return _finish(study, search, base, folder)
+
+
+def _check_arguments(
+    fit_main: trial.Main, search: space.SearchSpace, fit_args: tuple[str, ...], config: Path
+) -> dict[str, Any]:
+    """Parse the fit arguments with every bound and choice of ``search`` (the parser's
+    ``--print_config`` stops before anything is built); return the config on its own, which
+    ``best.yaml`` is the difference from."""
+    for row in search.edge_rows():
+        _print_config(fit_main, [*fit_args, *search.overrides(row)], search)
+    return yaml.safe_load(_print_config(fit_main, ["--config", str(config)], search))
+
+
+def _print_config(fit_main: trial.Main, args: list[str], search: space.SearchSpace) -> str:
+    printed, errors = io.StringIO(), io.StringIO()
+    try:
+        with redirect_stdout(printed), redirect_stderr(errors):
+            fit_main(["fit", *args, "--print_config"])
+    except SystemExit as stop:
+        if stop.code:
+            last = (errors.getvalue().strip().splitlines() or ["refused"])[-1]
+            raise UserError(
+                f"--space {search.path} with the fit arguments: {last.removeprefix('error: ')}"
+            ) from None
+    return printed.getvalue()
+
+
+def _open_study(settings: Settings, search: space.SearchSpace) -> optuna.Study:
+    study = optuna.create_study(
+        study_name=settings.study,
+        storage=storage.open_storage(settings.storage),
+        direction="maximize" if search.direction == "maximize" else "minimize",
+        load_if_exists=True,
+    )
+    if study.direction.name.lower() != search.direction:
+        raise UserError(
+            f"--space {search.path}: direction {search.direction}, but study "
+            f"{settings.study} in {settings.storage} was made to {study.direction.name.lower()}"
+        )
+    return study
+
+
+def _start_workers(settings: Settings, count: int) -> None:
+    """Start ``count`` processes that each run :func:`work`; wait for all of them."""
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=work, args=(settings, index)) for index in range(count)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join()
+    failed = [(index, p.exitcode) for index, p in enumerate(workers) if p.exitcode]
+    if failed:
+        index, status = failed[0]
+        raise UserError(f"worker {index} stopped with status {status}: its own error is above")
+
+
+def _finish(
+    study: optuna.Study, search: space.SearchSpace, base: dict[str, Any], folder: Path
+) -> optuna.Study:
+    folder.mkdir(parents=True, exist_ok=True)
+    best = report.write_best(study, search, base, folder)
+    plots = report.draw(study, folder)
+    counts = {state.name: 0 for state in optuna.trial.TrialState}
+    for past in study.get_trials(deepcopy=False):
+        counts[past.state.name] += 1
+    shown = ", ".join(f"{count} {name.lower()}" for name, count in counts.items() if count)
+    print(f"\nstudy {study.study_name}: {shown}")
+    if best is not None:
+        print(f"best: trial {study.best_trial.number}, {search.key} {study.best_value:.6g}")
+        print(f"{best}: lay it over the example's config with a second --config")
+    print(f"study folder: {folder}" + (f" ({', '.join(p.name for p in plots)})" if plots else ""))
+    return study
+
+
+if __name__ == "__main__":
+    main()

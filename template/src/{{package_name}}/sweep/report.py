@@ -1,0 +1,103 @@
+"""What a sweep leaves in its study's folder: ``best.yaml``, ``history.png`` and
+``importances.png``.
+
+``best.yaml`` is the best trial's run, as a fragment to lay over the example's config:
+every setting in which the trial's saved ``config.yaml`` differs from the config alone, that
+is the sampled values and the fit arguments passed on after ``--``, but not the trial's
+``default_root_dir``. So ``fit --config configs/<example>.yaml --config best.yaml`` is the
+trial's run again, and with the same seed and thread count it reaches the same metric.
+
+The plots use Optuna's matplotlib backend, which writes a file with no browser.
+"""
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+
+from .space import SearchSpace
+
+NOT_REPRODUCED = {("trainer", "default_root_dir")}
+"""Where the trial wrote; a rerun writes where its own config says."""
+
+
+def write_best(
+    study: optuna.Study, space: SearchSpace, base: dict[str, Any], folder: Path
+) -> Path | None:
+    """Write ``best.yaml``; None when no trial has completed yet."""
+    completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not completed:
+        return None
+    best = study.best_trial
+    log_dir = Path(best.user_attrs["log_dir"])
+    trial_config = yaml.safe_load((log_dir / "config.yaml").read_text())
+    fragment = _difference(trial_config, base)
+    header = (
+        f"# Trial {best.number} of study {study.study_name}: {space.key} {best.value:.6g}\n"
+        f"# fit --config <the example's config> --config best.yaml runs it again.\n"
+        f"# Its logs: {log_dir}\n"
+    )
+    path = folder / "best.yaml"
+    _replace(path, header + yaml.safe_dump(fragment, sort_keys=False))
+    return path
+
+
+def draw(study: optuna.Study, folder: Path) -> list[Path]:
+    """Draw ``history.png`` and, from two completed trials on, ``importances.png``."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot
+        from matplotlib.figure import Figure
+        from optuna.visualization import matplotlib as plots
+    except ImportError:
+        print("history.png and importances.png need matplotlib: install the plot extra")
+        return []
+    completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    written = []
+    for name in ("history.png", "importances.png")[: 2 if len(completed) >= 2 else 1]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            if name == "history.png":
+                axes = plots.plot_optimization_history(study)
+            else:
+                axes = plots.plot_param_importances(study)
+        figure = axes.figure
+        assert isinstance(figure, Figure)
+        figure.tight_layout()
+        temporary = folder / f".{name}.{os.getpid()}.png"
+        figure.savefig(temporary, dpi=120)
+        os.replace(temporary, folder / name)
+        pyplot.close(figure)  # type: ignore[arg-type]
+        written.append(folder / name)
+    return written
+
+
+def _difference(
+    config: dict[str, Any], base: dict[str, Any], path: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The leaves of ``config`` that ``base`` lacks or holds with another value, nested."""
+    fragment: dict[str, Any] = {}
+    for key, value in config.items():
+        here = (*path, key)
+        if here in NOT_REPRODUCED:
+            continue
+        theirs = base.get(key) if isinstance(base, dict) else None
+        if isinstance(value, dict) and isinstance(theirs, dict):
+            inner = _difference(value, theirs, here)
+            if inner:
+                fragment[key] = inner
+        elif value != theirs or (isinstance(base, dict) and key not in base):
+            fragment[key] = value
+    return fragment
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file: several workers may finish at once."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)

@@ -1,0 +1,133 @@
+"""One trial of a sweep: an ordinary ``fit`` of the example, run in this process by the
+example's own ``main``, with the sampled values as ``--key=value`` arguments after the
+ones the user passed on. Its checks, guards, checkpoints and ``summary.json`` are those of
+any run; it writes them into ``trial_<number>/`` in the study's folder.
+
+:class:`TrialReporter`, a callback added to the trial's trainer, reports the objective to
+Optuna as the run goes: after every validation (regression) or every evaluation (PPO, whose
+reporting lists its evaluations in ``summary_extras``). When the pruner says stop, the
+callback asks the trainer to stop, so the run still ends cleanly and writes its
+``summary.json``; only then is the trial told it was pruned.
+"""
+
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import redirect_stderr
+from pathlib import Path
+from typing import Any, TextIO
+
+import lightning as L
+import optuna
+from lightning.pytorch.callbacks import Callback
+
+from ..errors import UserError
+from .space import SearchSpace
+
+Main = Callable[..., Any]
+"""An example's ``main(args, callbacks)``."""
+
+
+class TrialReporter(Callback):
+    def __init__(self, trial: optuna.Trial, key: str) -> None:
+        """
+        Args:
+            trial: The Optuna trial the run reports to.
+            key: The objective: a logged metric, or a key of an example's summary_extras.
+        """
+        self.trial = trial
+        self.key = key
+        self.pruned_at: int | None = None
+        """The step at which the pruner stopped the run; None if it ran to the end."""
+        self._evaluations = 0
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        value = trainer.callback_metrics.get(self.key)
+        if not trainer.sanity_checking and value is not None:
+            self._report(trainer, float(value), trainer.current_epoch)
+
+    def on_train_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
+        for callback in trainer.callbacks:  # type: ignore[attr-defined]
+            extras = getattr(callback, "summary_extras", None)
+            if not callable(extras):
+                continue
+            values = extras(trainer, pl_module)
+            if not isinstance(values, dict):
+                continue
+            evaluations = values.get("evaluations") or []
+            if len(evaluations) > self._evaluations and values.get(self.key) is not None:
+                self._evaluations = len(evaluations)
+                self._report(trainer, float(values[self.key]), int(evaluations[-1][0]))
+
+    def _report(self, trainer: L.Trainer, value: float, step: int) -> None:
+        if self.pruned_at is not None:
+            return
+        self.trial.report(value, step)
+        if self.trial.should_prune():
+            self.pruned_at = step
+            trainer.should_stop = True
+
+
+def run(
+    trial: optuna.Trial, space: SearchSpace, main: Main, fit_args: Sequence[str], folder: Path
+) -> float:
+    """Fit the example with ``fit_args`` and ``trial``'s sampled values; return the
+    objective from its ``summary.json``. Raises :class:`optuna.TrialPruned` once a pruned
+    run has ended, and :class:`UserError` when the run refuses its arguments or its
+    summary has no value for the objective."""
+    trial.set_user_attr("worker", {"host": socket.gethostname(), "pid": os.getpid()})
+    values = {parameter.key: parameter.suggest(trial) for parameter in space.parameters}
+    sampled = " ".join(space.overrides(values))
+    root = folder / f"trial_{trial.number}"
+    args = ["fit", *fit_args, *space.overrides(values), f"--trainer.default_root_dir={root}"]
+    reporter = TrialReporter(trial, space.key)
+    errors = _LastErrorLine(sys.stderr)
+    try:
+        with redirect_stderr(errors):  # type: ignore[type-var]
+            cli = main(args, callbacks=[reporter])
+    except SystemExit as stop:
+        reason = errors.line or f"the run ended with status {stop.code} before it trained"
+        raise UserError(f"trial {trial.number} ({sampled}): {reason}") from None
+    log_dir = Path(cli.trainer.log_dir or root)
+    trial.set_user_attr("log_dir", str(log_dir))
+    summary = json.loads((log_dir / "summary.json").read_text())
+    value = summary.get(space.key)
+    if not isinstance(value, int | float):
+        numbers = [key for key, item in summary.items() if isinstance(item, int | float)]
+        why = "null" if space.key in summary else "not there"
+        raise UserError(
+            f"--space {space.path}: objective.key {space.key!r} is {why} in "
+            f"{log_dir / 'summary.json'}; its numbers are {', '.join(numbers)}"
+        )
+    if reporter.pruned_at is not None:
+        raise optuna.TrialPruned(f"at step {reporter.pruned_at}; {space.key} {value:.4g}")
+    return float(value)
+
+
+class _LastErrorLine:
+    """A stream that passes everything on to ``stream`` and keeps the last ``error: ...``
+    line: the run's own one-line refusal, which the sweep repeats as its last line."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.line: str | None = None
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            if line.startswith("error: "):
+                self.line = line.removeprefix("error: ")
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)

@@ -1,0 +1,87 @@
+"""A sweep's worker: runs trials until the study holds ``--trials`` finished ones.
+
+``python -m <package>.sweep`` runs one in its own process, or starts ``--workers K`` of
+them (a module of its own, so that a spawned process can import :func:`work`).
+"""
+
+import warnings
+from dataclasses import dataclass
+from importlib import import_module
+from importlib.util import find_spec
+from pathlib import Path
+
+import optuna
+import torch
+
+from ..errors import UserError, user_errors
+from ..guards.callbacks import NonFiniteError
+from . import space, storage, trial
+
+# Each trial hands the example's main its own arguments on purpose, while the sweep's are
+# in sys.argv; LightningCLI's warning about the two does not apply.
+warnings.filterwarnings("ignore", "LightningCLI's args parameter is intended", UserWarning)
+
+PACKAGE = str(__package__).rpartition(".")[0]
+EXAMPLES = [name for name in ("regression", "ppo") if find_spec(f"{PACKAGE}.{name}")]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every worker needs; plain values, so a spawned worker receives them."""
+
+    example: str
+    space_path: Path
+    fit_args: tuple[str, ...]
+    study: str
+    storage: str
+    trials: int
+    seed: int
+    folder: Path
+
+
+def work(settings: Settings, worker: int) -> None:
+    """One worker: run trials until the study has ``settings.trials`` finished ones."""
+    with user_errors():
+        search = space.load(settings.space_path)
+        fit_main = example_main(settings.example)
+        study = optuna.load_study(
+            study_name=settings.study,
+            storage=storage.open_storage(settings.storage),
+            pruner=optuna.pruners.MedianPruner(**search.pruner),
+        )
+        seed = (settings.seed * 1_000_003 + worker * 10_007 + len(study.trials)) % 2**32
+        study.sampler = optuna.samplers.TPESampler(seed=seed)
+        refusals: list[UserError] = []
+
+        def objective(run: optuna.Trial) -> float:
+            try:
+                return trial.run(run, search, fit_main, settings.fit_args, settings.folder)
+            except UserError as error:  # stop the sweep after this trial; say why last
+                refusals.append(error)
+                run.study.stop()
+                return float("nan")
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            while (left := settings.trials - storage.finished(study)) > 0:
+                before = storage.finished(study)
+                study.optimize(
+                    objective,
+                    n_trials=left,
+                    catch=(NonFiniteError,),  # a diverging trial fails; the sweep goes on
+                    callbacks=[
+                        optuna.study.MaxTrialsCallback(settings.trials, states=storage.FINISHED)
+                    ],
+                    show_progress_bar=worker == 0,
+                )
+                if refusals:
+                    raise refusals[0]
+                if storage.finished(study) == before:
+                    raise UserError(f"{left} trials in a row failed: see the warnings above")
+        finally:
+            torch.set_num_threads(threads)
+
+
+def example_main(example: str) -> trial.Main:
+    return import_module(f"{PACKAGE}.{example}.__main__").main

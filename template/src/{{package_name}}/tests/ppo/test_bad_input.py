@@ -1,0 +1,125 @@
+"""Bad PPO input is refused before training, in one line: ``error: <what is wrong>``, exit
+status 2, no traceback. Each row of ``ROWS`` is one mistake and the pattern of that line;
+one row also runs the real command line. A shape error during training is no user's
+mistake: it keeps its traceback (and Python's exit status 1)."""
+
+import re
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+from einops import rearrange
+from gymnasium.envs.registration import EnvSpec
+from jaxtyping import TypeCheckError
+
+from ...ppo import module as ppo_module
+from ...ppo.__main__ import main
+from ..helpers.command_line import run_example
+from ..helpers.paths import CONFIGS
+from ..helpers.refusals import refusal, refused_line
+
+CONFIG = CONFIGS / "ppo.yaml"
+TINY = ["--model.num_envs=2", "--model.num_steps=16", "--model.num_minibatches=2"]
+
+# row: (options after the config, the pattern of the last line)
+ROWS: dict[str, tuple[list[str], str]] = {
+    "misspelt_env_id": (
+        ["--model.env_id=CartPol-v1"],
+        r"env_id 'CartPol-v1' is not a registered gymnasium environment; "
+        r"did you mean CartPole-v1, CartPole-v0",
+    ),
+    "unknown_version": (
+        ["--model.env_id=CartPole-v9"],
+        r"env_id 'CartPole-v9' is not a registered .*did you mean CartPole-v1",
+    ),
+    "unknown_env_id": (
+        ["--model.env_id=Nothing-v0"],
+        r"env_id 'Nothing-v0' is not a registered gymnasium environment; see ",
+    ),
+    "unknown_env_module": (
+        ["--model.env_id=no_such_module:Env-v0"],
+        r"env_id 'no_such_module:Env-v0': cannot import 'no_such_module'",
+    ),
+    "env_package_not_installed": (
+        ["--model.env_id=NeedsMissingPackage-v0"],
+        r"env_id 'NeedsMissingPackage-v0': missing_package is not installed, run `pip install",
+    ),
+    "env_without_vector_observations": (
+        ["--model.env_id=FrozenLake-v1"],
+        r"env_id 'FrozenLake-v1': observations must be flat Box vectors, got Discrete\(16\)$",
+    ),
+    "no_environments": (["--model.num_envs=0"], r"--model\.num_envs must be at least 1, got 0$"),
+    "uneven_minibatches": (
+        [*TINY, "--model.num_minibatches=3"],
+        r"num_envs \* num_steps = 32 does not split into num_minibatches = 3 equal minibatches$",
+    ),
+    "budget_below_one_rollout": (
+        [*TINY, "--model.total_env_steps=20"],
+        r"total_env_steps = 20 is less than one rollout \(num_envs \* num_steps = 32\)$",
+    ),
+    "more_than_one_epoch": (
+        [*TINY, "--model.total_env_steps=64", "--trainer.max_epochs=2"],
+        r"PPOModule runs its whole budget .* in one epoch; set --trainer\.max_epochs=1, not 2$",
+    ),
+    "wrong_type": (
+        ["--model.num_envs=lots"],
+        r"Parser key \"model\.num_envs\": Expected a <class 'int'>\. Got value: lots$",
+    ),
+    "unknown_key": (["--model.num_emvs=2"], r"unrecognized arguments: --model\.num_emvs=2$"),
+    # argparse would take a unique prefix for the whole option and train with num_envs=2.
+    "abbreviated_key": (["--model.num_env=2"], r"unrecognized arguments: --model\.num_env=2$"),
+}
+
+
+def _needs_missing_package(**kwargs: object) -> gym.Env:
+    raise gym.error.DependencyNotInstalled(
+        'missing_package is not installed, run `pip install "gymnasium[missing]"`'
+    )
+
+
+@pytest.fixture(autouse=True)
+def env_of_a_missing_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A registered id whose package is not installed, as LunarLander is without Box2D."""
+    spec = EnvSpec("NeedsMissingPackage-v0", entry_point=_needs_missing_package)
+    monkeypatch.setitem(gym.registry, spec.id, spec)
+
+
+def _args(root: Path, *options: str) -> list[str]:
+    return ["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={root}", *options]
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("row", ROWS)
+def test_bad_input_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, row: str
+) -> None:
+    options, pattern = ROWS[row]
+    line = refusal(capsys, lambda: main(_args(tmp_path / "run", *options)))
+    assert re.search("^error: " + pattern, line), line
+    assert not list(tmp_path.rglob("*.ckpt"))  # nothing trained
+
+
+@pytest.mark.slow
+def test_command_line_exits_2_naming_the_env_id_last(tmp_path: Path) -> None:
+    options, pattern = ROWS["misspelt_env_id"]
+    returncode, lines = run_example("ppo", _args(tmp_path / "run", *options), tmp_path)
+    assert returncode == 2, "\n".join(lines[-30:])
+    assert re.search("^error: " + pattern, refused_line(lines))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.cli
+def test_shape_error_in_training_keeps_its_traceback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A column of advantages reaches the typed surrogate loss, which raises: the error
+    leaves the command line as itself (a traceback and exit status 1), not as a user's."""
+    normalize = ppo_module.normalize_advantages
+    monkeypatch.setattr(
+        ppo_module,
+        "normalize_advantages",
+        lambda advantages: rearrange(normalize(advantages), "batch -> batch 1"),
+    )
+    budget = [*TINY, "--model.total_env_steps=32", "--trainer.logger=false"]
+    with pytest.raises(TypeCheckError, match="advantages"):
+        main(_args(tmp_path / "run", *budget))

@@ -1,0 +1,145 @@
+"""``predict`` from a checkpoint: the model comes from the file alone, predictions.csv holds
+every input row and column plus the prediction in the target's units, and a file of a
+million rows is read in chunks."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from ...regression import RegressionModule
+from ...regression.__main__ import main
+from ..helpers.command_line import child_environment
+from ..helpers.paths import CONFIGS
+from .test_bad_input import last_error_line
+
+CONFIG = CONFIGS / "regression.yaml"
+TINY = ["--model.hidden_sizes=[8]", "--trainer.max_epochs=2", "--trainer.enable_progress_bar=false"]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model fitted on a CSV of 3 columns, one of them one-hot (so not 8 features, the
+    synthetic set's width that a link from the data would give it)."""
+    root = tmp_path_factory.mktemp("fit")
+    generator = torch.Generator().manual_seed(0)
+    lines = ["id,a,city,b,price"]
+    for index in range(200):
+        a, b = torch.randn(2, generator=generator).tolist()
+        city = ["Paris", "Lyon", "Nice"][index % 3]
+        lines.append(f"r{index},{a},{city},{b},{3 * a - b + (index % 3)}")
+    (root / "train.csv").write_text("\n".join(lines) + "\n")
+    options = [f"--data.csv_path={root / 'train.csv'}", "--data.target=price"]
+    options.append("--data.categorical=[city]")
+    main(["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={root}", *TINY, *options])
+    return root / "checkpoints" / "last.ckpt"
+
+
+def _predict(checkpoint: Path, csv: Path, root: Path, *extra: str) -> list[Path]:
+    main(["predict", "--config", str(CONFIG), f"--trainer.default_root_dir={root}",
+          f"--ckpt_path={checkpoint}", f"--data.predict_csv={csv}",
+          "--trainer.enable_progress_bar=false", *extra])  # fmt: skip
+    return list(root.rglob("predictions.csv"))
+
+
+def test_checkpoint_holds_the_encoding_in_built_in_types(checkpoint: Path) -> None:
+    hyperparameters = torch.load(checkpoint, weights_only=True)["hyper_parameters"]
+    assert list(hyperparameters["feature_columns"]) == ["a", "city", "b"]
+    assert sorted(hyperparameters["categories"]["city"]) == ["Lyon", "Nice", "Paris"]
+    assert hyperparameters["num_features"] == 5 and len(hyperparameters["feature_mean"]) == 5
+
+
+@pytest.mark.cli
+def test_predictions_equal_the_forward_of_the_checkpoint_in_target_units(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv = tmp_path / "new.csv"
+    # Columns in another order, an extra one, a missing cell, an unseen level.
+    csv.write_text("b,note,city,a\n0.5,x,Paris,1.5\n-1,y,Lyon,\n0.25,z,Rome,-2\n2,w,Nice,0\n")
+    (written,) = _predict(checkpoint, csv, tmp_path / "run")
+    out = capsys.readouterr()
+    assert str(written) in out.out
+    assert "1 of 4 rows have a missing feature cell" in out.err
+    assert "1 of 4 rows have a category level the training split did not have" in out.err
+    assert written.parent.parent.name == "lightning_logs"
+
+    table = pd.read_csv(written, keep_default_na=False, dtype=str)
+    assert list(table.columns) == ["b", "note", "city", "a", "prediction"]
+    assert list(table["note"]) == ["x", "y", "z", "w"]
+    assert table.at[1, "prediction"] == ""
+
+    model = RegressionModule.load_from_checkpoint(checkpoint, weights_only=True).eval()
+    levels = model.hparams["categories"]["city"]
+    rows = [(1.5, "Paris", 0.5), (-2.0, "Rome", 0.25), (0.0, "Nice", 2.0)]
+    features = torch.tensor(
+        [[a, *[float(city == level) for level in levels], b] for a, city, b in rows]
+    )
+    with torch.no_grad():
+        expected = model(features).double()
+    predicted = torch.tensor([float(table.at[i, "prediction"]) for i in (0, 2, 3)]).double()
+    torch.testing.assert_close(predicted, expected, atol=1e-6, rtol=0)
+
+
+@pytest.mark.cli
+def test_predict_refuses_a_file_without_a_feature_column(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv = tmp_path / "new.csv"
+    csv.write_text("a,b\n1,2\n")
+    args = ["predict", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path}",
+            f"--ckpt_path={checkpoint}", f"--data.predict_csv={csv}"]  # fmt: skip
+    line = last_error_line(args, capsys)
+    assert line.endswith("new.csv: no column 'city'; the model reads ['a', 'city', 'b']"), line
+    csv.write_text("a,b,city\n1,2,Paris\noops,1,Lyon\n")
+    line = last_error_line(args, capsys)
+    assert line.endswith("new.csv: data row 2: column 'a' has 'oops', not a number"), line
+    line = last_error_line(args[:-1], capsys)
+    assert line == "error: predict reads --data.predict_csv FILE: name the CSV to predict"
+    line = last_error_line([*args[:-1], f"--data.predict_csv={tmp_path / 'no.csv'}"], capsys)
+    assert line.endswith("no.csv: no such file"), line
+
+
+CHILD = """
+import json, os, resource, sys, time
+from {package}.regression.__main__ import main
+# The resident memory now (the peak so far may be higher: imports), in KiB like ru_maxrss.
+before = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+start = time.perf_counter()
+main(sys.argv[1:])
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"seconds": seconds, "growth_mib": (peak - before) / 1024}}))
+"""
+
+
+@pytest.mark.slow
+def test_a_million_rows_are_predicted_in_chunks(checkpoint: Path, tmp_path: Path) -> None:
+    block = "".join(f"{i / 100},{(i * 7) % 13 / 5},{'Paris' if i % 2 else 'Nice'}\n"
+                    for i in range(1000))  # fmt: skip
+    csv = tmp_path / "million.csv"
+    with csv.open("w") as handle:
+        handle.write("a,b,city\n")
+        for _ in range(1000):
+            handle.write(block)
+    package = RegressionModule.__module__.split(".")[0]
+    args = ["predict", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path}",
+            f"--ckpt_path={checkpoint}", f"--data.predict_csv={csv}",
+            "--trainer.enable_progress_bar=false", "--trainer.logger=false"]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD.format(package=package), *args],
+        env=child_environment({"OMP_NUM_THREADS": "1"}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"\n1,000,000 rows: {1e6 / measured['seconds']:,.0f} rows/s, "
+          f"peak memory growth {measured['growth_mib']:.0f} MiB")  # fmt: skip
+    assert measured["growth_mib"] < 1024
+    with (tmp_path / "predictions.csv").open() as handle:
+        assert sum(1 for _ in handle) == 1_000_001

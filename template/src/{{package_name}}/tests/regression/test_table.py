@@ -1,0 +1,44 @@
+"""What a real export holds is read, not refused: separators, thousands and decimal marks,
+missing cells to drop, text columns to one-hot or leave out, with one line that says so."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from ...regression import RegressionData
+
+
+def test_semicolons_thousands_and_decimal_commas_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text('area;price\n"1.234,5";10\n2,25;20\n3;30\n4;40\n')
+    data = RegressionData(csv_path=path, target="price", sep=";", thousands=".", decimal=",")
+    rows = torch.cat([data.train_set.tensors[0], data.val_set.tensors[0]])
+    assert sorted(rows[:, 0].tolist()) == pytest.approx([2.25, 3.0, 4.0, 1234.5])
+
+
+def test_drop_counts_rows_and_the_line_names_what_was_left_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "id,a,city,y\nr1,1,Paris,2\nr2,NA,Lyon,3\nr3,3,Nice,\nr4,4,Paris,5\nr5,5,Nice,6\n"
+    )
+    with caplog.at_level("INFO"):
+        data = RegressionData(csv_path=path, target="y", missing="drop", categorical=["city"])
+    (line,) = [record.message for record in caplog.records if "t.csv: read" in record.message]
+    assert "read 5 rows, dropped 2 with missing cells" in line
+    assert "left out: id (text: 'r1' in data row 1)" in line
+    assert len(data.train_set) + len(data.val_set) == 3
+    assert data.feature_columns == ["a", "city"]
+    assert data.num_features == 1 + len(data.categories["city"])
+
+
+def test_levels_past_max_levels_encode_as_zeros(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    cities = ["A"] * 6 + ["B"] * 4 + ["C", "D"]
+    path.write_text("city,y\n" + "".join(f"{c},{i}\n" for i, c in enumerate(cities)))
+    data = RegressionData(csv_path=path, target="y", categorical=["city"], max_levels=2)
+    assert data.categories == {"city": ["A", "B"]}
+    rows = torch.cat([data.train_set.tensors[0], data.val_set.tensors[0]])
+    assert rows.shape[1] == 2 and (rows.sum(dim=1) <= 1).all()

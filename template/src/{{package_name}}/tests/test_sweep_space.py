@@ -1,0 +1,91 @@
+"""A sweep's search space: every mistake in the YAML is refused by name, in one line,
+before anything trains; a good one samples every type the way the run receives it."""
+
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from ..errors import UserError
+from ..sweep import space
+from ..sweep.__main__ import EXAMPLES
+from ..sweep.__main__ import main as sweep_main
+
+GOOD = {
+    "objective": {"key": "val_r2", "direction": "maximize"},
+    "parameters": {
+        "model.learning_rate": {"type": "float", "low": 1.0e-4, "high": 1.0e-2, "log": True},
+        "model.hidden_sizes": {"type": "categorical", "choices": [[64, 64], [128, 128]]},
+        "data.batch_size": {"type": "int", "low": 64, "high": 512, "step": 64},
+        "model.activation": {"type": "categorical", "choices": ["relu", "silu"]},
+    },
+}
+
+
+def _write(tmp_path: Path, document: object) -> Path:
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def _with(parameter: dict) -> dict:
+    return {**GOOD, "parameters": {"model.x": parameter}}
+
+
+def test_good_space_samples_every_type_as_the_run_receives_it(tmp_path: Path) -> None:
+    search = space.load(_write(tmp_path, GOOD))
+    trial = optuna.create_study().ask()
+    values = {parameter.key: parameter.suggest(trial) for parameter in search.parameters}
+    assert values["model.hidden_sizes"] in ([64, 64], [128, 128])
+    assert values["data.batch_size"] % 64 == 0 and 1e-4 <= values["model.learning_rate"] <= 1e-2
+    # Optuna stores the list choice as its JSON text; decode gives the run's value back.
+    assert isinstance(trial.params["model.hidden_sizes"], str)
+    assert search.decode(trial.params) == values
+    overrides = search.overrides(values)
+    assert f"--model.activation={values['model.activation']}" in overrides
+    assert f"--model.hidden_sizes={values['model.hidden_sizes']}".replace(" ", "") in [
+        arg.replace(" ", "") for arg in overrides
+    ]
+    # Between them, the edge rows hold both bounds and every choice.
+    rows = search.edge_rows()
+    assert {row["data.batch_size"] for row in rows} == {64, 512}
+    assert [64, 64] in [row["model.hidden_sizes"] for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"parameters": GOOD["parameters"]}, "objective needs a key"),
+        ({**GOOD, "objective": {"key": "val_r2", "direction": "up"}}, "direction is 'up'"),
+        ({"objective": GOOD["objective"]}, "parameters must map"),
+        ({**GOOD, "sampler": "tpe"}, "unknown key 'sampler'"),
+        (_with({"type": "uniform", "low": 0, "high": 1}), "unknown type 'uniform'"),
+        (_with({"type": "float", "low": 1.0}), "needs high"),
+        (_with({"type": "float", "low": 1.0, "high": 0.5}), r"low \(1.0\) must be below"),
+        (_with({"type": "float", "low": 0.0, "high": 1.0, "log": True}), "log range needs low > 0"),
+        (_with({"type": "int", "low": 1.5, "high": 4}), "not a whole number"),
+        (_with({"type": "int", "low": 1, "high": 4, "choices": [1]}), "takes no choices"),
+        (_with({"type": "categorical", "choices": []}), "non-empty list"),
+        ({**GOOD, "parameters": {"model..x": {"type": "int", "low": 1, "high": 2}}}, "option path"),
+        ({**GOOD, "pruner": {"patience": 3}}, "pruner takes only"),
+    ],
+)
+def test_bad_space_is_refused_by_name(tmp_path: Path, document: dict, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        space.load(_write(tmp_path, document))
+
+
+def test_bad_space_ends_the_command_in_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, _with({"type": "float", "low": 2, "high": 1}))
+    with pytest.raises(SystemExit) as stop:
+        sweep_main([EXAMPLES[0], "--space", str(path), "--trials", "1", "--root", str(tmp_path)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == (
+        f"error: --space {path}: model.x: low (2) must be below high (1)"
+    )
+    assert "Traceback" not in err
+    assert not (tmp_path / EXAMPLES[0]).exists()
