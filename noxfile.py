@@ -4,12 +4,14 @@
 ``nox -s demo``   renders the default project into build/demo, installs it, trains its
                   examples with their default configs and prints what they reached.
 ``nox -s bench``  renders the default preset into build/bench; compares its PPO with
-                  Stable-Baselines3 on CartPole-v1 (medians of 3 seeds, ratios), the cost
-                  of shape checks against JAXTYPING_DISABLE=1, the guards' costs, and
-                  an audited run against the guard alone (``-- audit``), a sweep's 2
-                  workers against 1 (``-- sweep``), the regression example's step against
-                  a raw PyTorch loop, also at 10^4-10^6 rows (``-- loop``), and both
-                  examples' ratios on a GPU (``-- gpu``).
+                  Stable-Baselines3 on CartPole-v1 (medians of 5 seeds, ratios), its PPO
+                  update step with a raw PyTorch one (``-- update``), env steps per second
+                  by num_envs and vectorization (``-- scaling``), the cost of shape checks
+                  against JAXTYPING_DISABLE=1, the guards' costs, an audited run against
+                  the guard alone (``-- audit``), a sweep's 2 workers against 1
+                  (``-- sweep``), the regression example's step against a raw PyTorch loop,
+                  also at 10^4-10^6 rows (``-- loop``), and both examples' ratios on a GPU
+                  (``-- gpu``).
 ``nox -s lint``   ruff on this repository's own Python.
 """
 
@@ -74,7 +76,8 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """All benchmarks, or those named: ``nox -s bench -- sb3 checks guards audit loop gpu``."""
+    """All benchmarks, or those named: ``nox -s bench -- sb3 update scaling checks guards
+    audit sweep loop gpu``."""
     session.install("copier")
     _render(session, "default", BENCH_DIR)
     session.install("-e", str(BENCH_DIR), "stable-baselines3>=2.4")
@@ -84,6 +87,8 @@ def bench(session: nox.Session) -> None:
         "checks": "check_overhead.py",
         "guards": "guard_costs.py",
         "audit": "audit_cost.py",
+        "update": "ppo_update.py",
+        "scaling": "ppo_scaling.py",
         "sweep": "sweep_bench.py",
         "loop": "regression_loop.py",
         "gpu": "gpu.py",

@@ -3,13 +3,15 @@ that ``nox -s bench`` compares the template's PPO against.
 
 Prints one JSON line: env steps and wall seconds at which the mean return of the last 20
 finished training episodes first reached 475 (null if never), env steps per second, and
-where the time went. Usage: ``python bench/sb3_cartpole.py SEED [TOTAL_STEPS]``.
+where the time went. One torch thread, like the template's PPO.
+Usage: ``python bench/sb3_cartpole.py SEED [TOTAL_STEPS]``.
 """
 
 import json
 import sys
 import time
 
+import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
@@ -46,6 +48,9 @@ class FirstSolved(BaseCallback):
 def main() -> None:
     seed = int(sys.argv[1]) if len(sys.argv) > 1 else 0
     total = int(sys.argv[2]) if len(sys.argv) > 2 else 100_000
+    # One thread, as the template's PPO uses: on a shared machine PyTorch's default (one
+    # per core) makes SB3's time depend on the other processes far more than on SB3.
+    torch.set_num_threads(1)
     envs = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
     model = PPO(
         "MlpPolicy",

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 import lightning as L
 import torch
 from lightning.pytorch.core.optimizer import LightningOptimizer
+from lightning.pytorch.plugins.precision import MixedPrecision
 from torch.utils.data import DataLoader, IterableDataset
 
 from ..errors import UserError
@@ -326,7 +327,11 @@ class PPOModule(L.LightningModule):
         }
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=self.learning_rate, eps=1e-5)
+        # Fused: one kernel updates every parameter (CPU and CUDA), instead of a dozen small
+        # operations per tensor, most of Adam's cost on a small network. Lightning refuses
+        # gradient clipping with a fused optimizer under mixed precision, so not there.
+        fused = not isinstance(self.trainer.precision_plugin, MixedPrecision)
+        return torch.optim.Adam(self.parameters(), lr=self.learning_rate, eps=1e-5, fused=fused)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Resume the budget: Lightning restores the weights and the optimizer, this the

@@ -79,7 +79,7 @@ def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> N
     summary = _fit(
         tmp_path,
         "ppo.yaml",
-        "--model.total_env_steps=2048",
+        "--model.total_env_steps=1024",
         "--model.value_clip_coef=0.2",
         "--model.anneal_clip=true",
         "--model.entropy_coef=0.01",
@@ -88,7 +88,7 @@ def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> N
     )
     # The KL is measured in each minibatch's forward pass, before its step, as in CleanRL:
     # the first epoch sees the unchanged policy (KL 0), the second a moved one. With a
-    # target of ~0 each of the 2 rollouts stops after 2 of its 30 epochs.
+    # target of ~0 each of the 2 rollouts stops after 2 of its 20 epochs.
     assert summary["global_step"] == 2 * 2
 
 
@@ -158,13 +158,13 @@ def test_checkpoint_loads_with_weights_only_and_keeps_flat_hyperparameters(
     last = tmp_path / "checkpoints" / "last.ckpt"
     checkpoint = torch.load(last, weights_only=True)
     hyperparameters = checkpoint["hyper_parameters"]
-    assert hyperparameters["learning_rate"] == 0.002 and hyperparameters["solved_return"] == 475
+    assert hyperparameters["learning_rate"] == 0.003 and hyperparameters["solved_return"] == 475
     assert hyperparameters["hidden_sizes"] == [64, 64]
-    assert checkpoint["ppo"]["rollouts_done"] == 1
+    assert checkpoint["ppo"]["rollouts_done"] == 2  # of 512 env steps each
     # The evaluations so far are the reporting callback's state.
     assert [steps for steps, _ in checkpoint["callbacks"]["PPOReporting"]["evaluations"]] == [1024]
     module = ppo_module.PPOModule.load_from_checkpoint(last, weights_only=True)
-    assert (module.learning_rate, module.gamma, module.update_epochs) == (0.002, 0.98, 1)
+    assert (module.learning_rate, module.gamma, module.update_epochs) == (0.003, 0.98, 1)
 
 
 @pytest.mark.parametrize("config", ["ppo.yaml", "pendulum.yaml"])
@@ -242,14 +242,14 @@ def test_seed_rl_bug_unchecked_is_still_caught_by_the_broadcast_guard(
     """With annotations off, the example's BroadcastGuardCallback still stops the run in
     its first rollout: the (N, 1) advantages times (N,) ratios stretch both operands."""
     monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
-    with checks_disabled(), pytest.raises(BroadcastError, match=r"\(1024, 1\) and \(1024,\)"):
+    with checks_disabled(), pytest.raises(BroadcastError, match=r"\(512, 1\) and \(512,\)"):
         _fit(tmp_path, "ppo.yaml", "--model.total_env_steps=1024")
 
 
 @pytest.mark.cli
 @pytest.mark.no_broadcast_guard
 def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> None:
-    # Two rollouts are enough: the (N, 1) advantages leave almost no learning signal, so
+    # Four rollouts are enough: the (N, 1) advantages leave almost no learning signal, so
     # the buggy run's return stays at its initial policy's while the correct one's climbs.
     budget = ["--model.total_env_steps=2048", "--model.eval_every_env_steps=0"]
     correct = _fit(tmp_path / "correct", "ppo.yaml", *budget)

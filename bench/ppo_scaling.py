@@ -1,0 +1,97 @@
+"""Env steps per second against ``num_envs``, with ``sync`` and ``async`` vectorization:
+where running the environments in subprocesses starts to pay.
+
+For each ``num_envs`` in 1, 4, 16, 64 and each vectorization, one process builds the
+rendered project's vector environment (``ppo.envs.make_vector_env``, as training does) and
+measures, after a warm-up:
+- ``env``: ``envs.step`` alone, with random actions;
+- ``rollout``: ``RolloutCollector.collect`` with an untrained ``ActorCritic``: env steps,
+  policy sampling, scoring and GAE, i.e. what a training run's collection costs.
+Each cell steps about ``STEPS`` env steps (``num_steps = STEPS // num_envs``), one torch
+thread; the figure is the median of ``REPEATS`` collections. Start-up (spawning async
+workers) is left out. Usage: ``python bench/ppo_scaling.py PROJECT_DIR PACKAGE [ENV_ID]``.
+"""
+
+import importlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+NUM_ENVS = (1, 4, 16, 64)
+VECTORIZATIONS = ("sync", "async")
+STEPS, REPEATS = 8192, 3
+
+
+def cell(package: str, env_id: str, num_envs: int, vectorization: str) -> dict[str, float]:
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(1)
+    envs_module = importlib.import_module(f"{package}.ppo.envs")
+    agent_module = importlib.import_module(f"{package}.ppo.agent")
+    rollout_module = importlib.import_module(f"{package}.ppo.rollout")
+    envs = envs_module.make_vector_env(env_id, num_envs, vectorization)
+    try:
+        num_steps = max(STEPS // num_envs, 1)
+        envs.action_space.seed(0)
+        envs.reset(seed=0)
+        env_rates = []
+        for _ in range(REPEATS + 1):
+            actions = [envs.action_space.sample() for _ in range(num_steps)]
+            tick = time.perf_counter()
+            for action in actions:
+                envs.step(action)
+            env_rates.append(num_steps * num_envs / (time.perf_counter() - tick))
+        space = envs.single_action_space
+        agent = agent_module.ActorCritic(int(np.prod(envs.single_observation_space.shape)), space)
+        collector = rollout_module.RolloutCollector(envs, agent, num_steps, 0.99, 0.95, 1.0, 0)
+        rollout_rates = []
+        for _ in range(REPEATS + 1):
+            tick = time.perf_counter()
+            collector.collect()
+            rollout_rates.append(num_steps * num_envs / (time.perf_counter() - tick))
+    finally:
+        envs.close()
+    # The first of each is a warm-up (first-call checks, caches).
+    return {
+        "env": statistics.median(env_rates[1:]),
+        "rollout": statistics.median(rollout_rates[1:]),
+    }
+
+
+def main() -> None:
+    if sys.argv[1] == "--cell":
+        package, env_id, num_envs, vectorization = sys.argv[2:6]
+        print(json.dumps(cell(package, env_id, int(num_envs), vectorization)))
+        return
+    project, package = sys.argv[1], sys.argv[2]
+    env_id = sys.argv[3] if len(sys.argv) > 3 else "CartPole-v1"
+    print(
+        f"{env_id}: env steps per second, median of {REPEATS} x ~{STEPS} env steps, "
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    rows = {}
+    for num_envs in NUM_ENVS:
+        for vectorization in VECTORIZATIONS:
+            arguments = [package, env_id, str(num_envs), vectorization]
+            command = [sys.executable, __file__, "--cell", *arguments]
+            done = subprocess.run(command, cwd=project, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"{num_envs} {vectorization} failed:\n{done.stderr[-3000:]}")
+            rows[num_envs, vectorization] = json.loads(done.stdout.strip().splitlines()[-1])
+    header = "".join(f"{f'{kind} {v}':>16}" for kind in ("env", "rollout") for v in VECTORIZATIONS)
+    print(f"{'num_envs':>8}{header}{'async pays':>12}")
+    for num_envs in NUM_ENVS:
+        figures = [rows[num_envs, v][kind] for kind in ("env", "rollout") for v in VECTORIZATIONS]
+        pays = rows[num_envs, "async"]["rollout"] > rows[num_envs, "sync"]["rollout"]
+        cells = "".join(f"{figure:>16.0f}" for figure in figures)
+        print(f"{num_envs:>8}{cells}{'yes' if pays else 'no':>12}")
+    print(f"load after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
