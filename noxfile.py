@@ -33,7 +33,9 @@ nox.options.reuse_existing_virtualenvs = True
 @nox.session
 def tests(session: nox.Session) -> None:
     session.install(*nox.project.dependency_groups(PYPROJECT, "test"))
-    session.run("pytest", *session.posargs)
+    # One worker per core: each preset's suite runs in a process of its own, so on two
+    # cores two presets' suites run at once ("worksteal" rebalances the long ones).
+    session.run("pytest", "-n", "auto", "--dist", "worksteal", *session.posargs)
 
 
 @nox.session
