@@ -91,8 +91,6 @@ def main(argv: list[str] | None = None) -> optuna.Study:
         storage.fail_dead_trials(study)
         if storage.finished(study) >= settings.trials:
             print(f"study {study_name} has {storage.finished(study)} finished trials already")
-        elif options.workers == 1:
-            work(settings, 0)
         else:
             _start_workers(settings, options.workers)
         return _finish(study, search, base, folder)
@@ -139,14 +137,23 @@ def _open_study(settings: Settings, search: space.SearchSpace) -> optuna.Study:
 
 
 def _start_workers(settings: Settings, count: int) -> None:
-    """Start ``count`` processes that each run :func:`work`; wait for all of them."""
-    context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=work, args=(settings, index)) for index in range(count)]
-    for process in workers:
+    """Run :func:`work` in ``count`` processes: this one and ``count - 1`` started beside it.
+
+    On Linux the others are forked before this process trains anything, so they start with
+    torch and Lightning already imported instead of spending seconds importing them again;
+    elsewhere (macOS, Windows) forking a process that imported torch is unsafe, and they
+    are spawned."""
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
+    context = multiprocessing.get_context(method)
+    others = [context.Process(target=work, args=(settings, index)) for index in range(1, count)]
+    for process in others:
         process.start()
-    for process in workers:
-        process.join()
-    failed = [(index, p.exitcode) for index, p in enumerate(workers) if p.exitcode]
+    try:
+        work(settings, 0)
+    finally:
+        for process in others:
+            process.join()
+    failed = [(index, p.exitcode) for index, p in enumerate(others, start=1) if p.exitcode]
     if failed:
         index, status = failed[0]
         raise UserError(f"worker {index} stopped with status {status}: its own error is above")

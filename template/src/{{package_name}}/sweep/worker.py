@@ -1,7 +1,8 @@
 """A sweep's worker: runs trials until the study holds ``--trials`` finished ones.
 
-``python -m <package>.sweep`` runs one in its own process, or starts ``--workers K`` of
-them (a module of its own, so that a spawned process can import :func:`work`).
+``python -m <package>.sweep`` runs one in its own process and, with ``--workers K``, starts
+K - 1 more beside it (a module of its own, so that a spawned process can import
+:func:`work`).
 """
 
 import warnings

@@ -94,6 +94,18 @@ class _AlwaysPrune(optuna.pruners.BasePruner):
         return True
 
 
+@pytest.mark.slow
+@pytest.mark.cli
+def test_two_workers_share_the_study_and_stop_at_the_total(tmp_path: Path) -> None:
+    args = _sweep_args(tmp_path, 4, *TINY)
+    study = sweep_main([*args[:5], "--workers=2", *args[5:]])
+    finished = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    assert 4 <= len(finished) <= 5  # K workers finish at most K - 1 more than asked
+    workers = {t.user_attrs["worker"]["pid"] for t in finished}
+    assert len(workers) == 2  # this process ran trials, and so did the one beside it
+    assert (tmp_path / "sweeps" / "regression" / "best.yaml").is_file()
+
+
 @pytest.mark.cli
 def test_pruned_trial_ends_its_fit_cleanly_and_writes_its_summary(tmp_path: Path) -> None:
     search = space.load(_space(tmp_path))
