@@ -74,10 +74,14 @@ def main() -> None:
         if "ppo" in examples:
             default = _default(project, package, "ppo", scratch / "ppo_default")
             seconds, study = _sweep(project, package, "ppo", trials, 2, scratch / "ppo")
-            solved = [t.value for t in study.trials if t.value is not None]
+            best = study.best_trial
+            (path,) = (scratch / "ppo" / "ppo" / f"trial_{best.number}").rglob("summary.json")
+            best_summary = json.loads(path.read_text())
             print(
-                f"ppo, N = {trials}, 2 workers, {seconds:.0f} s: best steps_to_solved_or_penalty "
-                f"{min(solved):.0f}; configs/ppo.yaml steps_to_solved {default['steps_to_solved']}"
+                f"ppo, N = {trials}, 2 workers, {seconds:.0f} s: best trial {best.number}, "
+                f"steps_to_solved_or_penalty {best.value:.0f}, seconds_to_solved "
+                f"{best_summary['seconds_to_solved']}; configs/ppo.yaml steps_to_solved "
+                f"{default['steps_to_solved']}, seconds_to_solved {default['seconds_to_solved']}"
             )
         print(f"load average after: {os.getloadavg()}")
     finally:

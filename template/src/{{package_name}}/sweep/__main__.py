@@ -143,8 +143,10 @@ def _start_workers(settings: Settings, count: int) -> None:
     torch and Lightning already imported instead of spending seconds importing them again;
     elsewhere (macOS, Windows) forking a process that imported torch is unsafe, and they
     are spawned."""
-    method = "fork" if sys.platform.startswith("linux") else "spawn"
-    context = multiprocessing.get_context(method)
+    if sys.platform.startswith("linux"):
+        context = multiprocessing.get_context("fork")
+    else:
+        context = multiprocessing.get_context("spawn")
     others = [context.Process(target=work, args=(settings, index)) for index in range(1, count)]
     for process in others:
         process.start()
