@@ -49,10 +49,14 @@ def enjoy(
     """
     if episodes is not None and episodes < 1:
         raise UserError(f"--episodes must be at least 1, got {episodes}")
+    if seed is not None and not 0 <= seed < 2**32:
+        raise UserError(f"--seed must be in [0, 2**32), as environments take it; got {seed}")
     if video is not None:
         _check_video(video)
     for option, path in (("--video", video), ("--output", output)):
         if path is not None:
+            if Path(path).is_dir():
+                raise UserError(f"{option} {path}: a folder; name a file to write")
             check_writable(Path(path).parent, option)
     module = load(ckpt_path)
     episodes = episodes or module.eval_episodes

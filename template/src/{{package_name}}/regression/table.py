@@ -11,7 +11,11 @@ What a real export holds, and what becomes of it:
   first text cell, so a typo in a numeric column shows. Past ``max_levels`` levels, the
   most frequent training levels keep a column each and the rarer ones encode as all zeros,
   like a level that predict meets for the first time.
-- Separator, thousands mark and decimal mark are the reader's options.
+- Separator, thousands mark and decimal mark are the reader's options. The thousands mark
+  may be the separator when the numbers are quoted (``"1,234"`` in a comma-separated file).
+- ``True``/``False`` cells are text, not numbers: encode the column or leave it out.
+- A data line with more cells than the header is refused; empty trailing cells (a line that
+  ends in the separator) are not cells.
 
 Positions: the reader's own parse errors carry file line numbers; a bad cell is named by
 its data row (the n-th row under the header, blank lines not counted). Each message says
@@ -19,7 +23,9 @@ which of the two it gives.
 """
 
 import re
+import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -30,6 +36,25 @@ import pandas as pd
 from ..errors import UserError
 
 Missing = Literal["error", "drop"]
+
+EXTRA_CELLS = "a data line has more cells than the header; the cells past it would be lost"
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Turn what pandas refuses while it reads ``path`` into a one-line UserError. With
+    ``index_col=False`` it drops the cells past the header's with only a warning; a lost cell
+    is a refused file here."""
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "error", "Length of header or names does not match", pd.errors.ParserWarning
+            )
+            yield
+    except pd.errors.ParserWarning:
+        raise UserError(f"{path}: {EXTRA_CELLS}") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
+        raise _reader_error(path, error) from error
 
 
 @dataclass(frozen=True)
@@ -50,8 +75,6 @@ class TableOptions:
         if self.decimal in (self.sep, self.thousands):
             clash = "--data.sep" if self.decimal == self.sep else "--data.thousands"
             raise UserError(f"--data.decimal {self.decimal!r} is also {clash}; they must differ")
-        if self.thousands == self.sep:
-            raise UserError(f"--data.thousands {self.sep!r} is also --data.sep; they must differ")
 
 
 @dataclass(frozen=True)
@@ -96,7 +119,9 @@ class Encoding:
 def numbers(column: pd.Series, name: str, path: Path) -> np.ndarray:
     """The column as float64 (missing cells NaN), or a UserError naming its first text or
     ``inf`` cell by data row."""
-    if not pd.api.types.is_numeric_dtype(column):
+    if column.empty:
+        return np.empty(0)
+    if not _numeric(column):
         row, cell = _first_text_cell(column)
         raise UserError(f"{path}: data row {row}: column {name!r} has {cell!r}, not a number")
     values = column.to_numpy(dtype=np.float64, na_value=np.nan)
@@ -119,7 +144,7 @@ def read_csv(
     if len(set(header)) != len(header):
         duplicated = sorted({name for name in header if header.count(name) > 1})
         raise UserError(f"{path}: duplicate column names {duplicated}")
-    try:
+    with _reading(path):
         return pd.read_csv(
             path,
             sep=options.sep,
@@ -128,9 +153,10 @@ def read_csv(
             dtype=dict.fromkeys(text, "string"),
             encoding="utf-8-sig",  # spreadsheets often start a file with a byte-order mark
             chunksize=chunksize,
+            # Never take the first column for an index: a line ending in the separator
+            # would otherwise shift every column one place.
+            index_col=False,
         )
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
-        raise _reader_error(path, error) from error
 
 
 def read_header(path: Path, options: TableOptions, option: str) -> list[str]:
@@ -150,10 +176,12 @@ def read_header(path: Path, options: TableOptions, option: str) -> list[str]:
 
 def checked_chunks(chunks: Iterator[pd.DataFrame], path: Path) -> Iterator[pd.DataFrame]:
     """``chunks``, with a parse error met part-way through turned into a UserError."""
-    try:
-        yield from chunks
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
-        raise _reader_error(path, error) from error
+    while True:
+        with _reading(path):
+            chunk = next(chunks, None)
+        if chunk is None:
+            return
+        yield chunk
 
 
 @dataclass(frozen=True)
@@ -202,7 +230,7 @@ def read_table(
             columns.append(name)
         elif column.isna().all():
             left_out.append(f"{name} (empty)")
-        elif pd.api.types.is_numeric_dtype(column):
+        elif _numeric(column):
             numbers(column, name, path)  # refuses inf
             columns.append(name)
         else:
@@ -258,6 +286,12 @@ def fit_encoding(
                 f"{rare} rows of rarer ones encode as all zeros"
             )
     return Encoding(columns=list(columns), categories=categories), capped
+
+
+def _numeric(column: pd.Series) -> bool:
+    """Whether pandas read ``column`` as numbers; it reads True/False cells as booleans,
+    which are text here."""
+    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
 
 
 def _first_text_cell(column: pd.Series) -> tuple[int, str]:

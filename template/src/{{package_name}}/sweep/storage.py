@@ -33,6 +33,11 @@ GRACE_SECONDS = 60
 
 def open_storage(url: str) -> BaseStorage:
     """The storage that ``--storage URL`` names; a :class:`UserError` if it cannot open."""
+    if url.rstrip("/") in ("sqlite:", "sqlite:/") or url.endswith(":memory:"):
+        raise UserError(
+            f"--storage {url}: an in-memory database dies with its process and no other "
+            "worker can open it; name a file: sqlite:///sweep.db"
+        )
     try:
         if url.startswith("journal:"):
             path = Path(url.removeprefix("journal:"))
@@ -41,10 +46,16 @@ def open_storage(url: str) -> BaseStorage:
         if "://" in url:
             return RDBStorage(url, heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS)
     except (ImportError, OSError, ValueError) as error:
-        raise UserError(f"--storage {url}: {error}") from error
+        raise UserError(f"--storage {url}: {_first_line(error)}") from error
     except Exception as error:  # SQLAlchemy's errors: a bad URL, a database it cannot reach
-        raise UserError(f"--storage {url}: {type(error).__name__}: {error}") from error
+        raise UserError(f"--storage {url}: {type(error).__name__}: {_first_line(error)}") from error
     raise UserError(f"--storage {url}: give an RDB URL (sqlite:///FILE) or journal:PATH")
+
+
+def _first_line(error: Exception) -> str:
+    """The first line of ``error``'s message: SQLAlchemy adds the statement and a link on
+    lines of their own, and a refusal is one line."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def finished(study: optuna.Study) -> int:

@@ -89,3 +89,14 @@ def test_bad_space_ends_the_command_in_one_error_line(
     )
     assert "Traceback" not in err
     assert not (tmp_path / EXAMPLES[0]).exists()
+
+
+def test_storage_that_no_other_worker_can_open_is_refused() -> None:
+    from ..sweep.storage import open_storage
+
+    with pytest.raises(UserError, match=r"in-memory database .* name a file"):
+        open_storage("sqlite:///")
+    with pytest.raises(UserError) as refusal:
+        open_storage("sqlite:////no/such/folder/sweep.db")
+    assert "\n" not in str(refusal.value)
+    assert str(refusal.value).startswith("--storage sqlite:////no/such/folder/sweep.db: ")

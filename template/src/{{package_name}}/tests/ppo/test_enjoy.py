@@ -122,6 +122,14 @@ ROWS: dict[str, tuple[list[str], str]] = {
         ["--ckpt_path={trained}", "--output={root}/summary.json/replay.json"],
         r"--output .*summary\.json: cannot write there: .*summary\.json is a file$",
     ),
+    "negative_seed": (
+        ["--ckpt_path={trained}", "--seed=-1"],
+        r"--seed must be in \[0, 2\*\*32\), as environments take it; got -1$",
+    ),
+    "output_is_a_folder": (
+        ["--ckpt_path={trained}", "--output={dir}"],
+        r"--output .*: a folder; name a file to write$",
+    ),
     "no_checkpoint_named": (["--episodes=2"], r"the following arguments are required: ckpt_path$"),
     "wrong_type": (
         ["--ckpt_path={trained}", "--seed=lots"],

@@ -42,6 +42,11 @@ ROWS: dict[str, tuple[str | bytes | None, list[str], str]] = {
         CSV,
         r"t\.csv: file line 4 has 3 cells, the header has 2$",
     ),
+    "cells_past_the_header": (
+        "a,b,y\n1,2,3,4\n5,6,7,8\n9,1,2,3\n",
+        CSV,
+        r"t\.csv: a data line has more cells than the header; the cells past it would be lost$",
+    ),
     "text_target": ("a,y\n1,2\n3,oops\n5,6\n", CSV, r"data row 2: column 'y' has 'oops', not a"),
     "only_text_features": (
         "a,y\n1,2\noops,4\n5,6\n",

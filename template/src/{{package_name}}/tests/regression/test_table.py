@@ -42,3 +42,29 @@ def test_levels_past_max_levels_encode_as_zeros(tmp_path: Path) -> None:
     assert data.categories == {"city": ["A", "B"]}
     rows = torch.cat([data.train_set.tensors[0], data.val_set.tensors[0]])
     assert rows.shape[1] == 2 and (rows.sum(dim=1) <= 1).all()
+
+
+def test_quoted_numbers_with_the_separator_as_thousands_mark_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text('area,price\n"1,234",10\n"2,000",20\n3,30\n4,40\n')
+    data = RegressionData(csv_path=path, target="price", thousands=",")
+    rows = torch.cat([data.train_set.tensors[0], data.val_set.tensors[0]])
+    assert sorted(rows[:, 0].tolist()) == [3.0, 4.0, 1234.0, 2000.0]
+
+
+def test_lines_ending_in_the_separator_keep_their_columns(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("a,b,y\n1,2,3,\n5,6,7,\n9,1,2,\n4,4,4,\n")
+    data = RegressionData(csv_path=path, target="y")
+    assert data.feature_columns == ["a", "b"]
+    targets = torch.cat([data.train_set.tensors[1], data.val_set.tensors[1]])
+    assert sorted(targets.tolist()) == [2.0, 3.0, 4.0, 7.0]
+
+
+def test_true_false_cells_are_text(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("a,flag,y\n1,True,2\n2,False,3\n3,True,4\n4,False,5\n")
+    with caplog.at_level("INFO"):
+        data = RegressionData(csv_path=path, target="y")
+    assert data.feature_columns == ["a"]
+    assert any("left out: flag (text:" in record.message for record in caplog.records)
