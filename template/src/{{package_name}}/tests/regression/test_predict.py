@@ -103,6 +103,16 @@ def test_predict_refuses_a_file_without_a_feature_column(
     assert line.endswith("no.csv: no such file"), line
 
 
+@pytest.mark.cli
+def test_a_file_with_only_a_header_predicts_no_rows(checkpoint: Path, tmp_path: Path) -> None:
+    csv = tmp_path / "new.csv"
+    csv.write_text("a,b,city\n")
+    main(["predict", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path}",
+          f"--ckpt_path={checkpoint}", f"--data.predict_csv={csv}"])  # fmt: skip
+    (written,) = tmp_path.rglob("predictions.csv")
+    assert written.read_text().splitlines() == ["a,b,city,prediction"]
+
+
 CHILD = """
 import json, os, resource, sys, time
 from PACKAGE.regression.__main__ import main
