@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from ..errors import UserError
 from ..shapes import Float
+from .module import RegressionModule
 from .predict import PredictChunks
 from .synthetic import make_synthetic_regression
 from .table import Encoding, Missing, TableOptions, fit_encoding, read_table
@@ -194,10 +195,10 @@ class RegressionData(L.LightningDataModule):
         """``--data.predict_csv`` in chunks, encoded as the checkpoint's model says."""
         if self.predict_csv is None:
             raise UserError("predict reads --data.predict_csv: name the CSV file to predict")
-        hparams = self.trainer.lightning_module.hparams if self.trainer else {}
-        if not hparams.get("feature_columns"):
+        model = self.trainer.lightning_module if self.trainer else None
+        if not isinstance(model, RegressionModule) or not model.feature_columns:
             raise UserError("the checkpoint does not say which columns its model reads")
-        encoding = Encoding(list(hparams["feature_columns"]), dict(hparams["categories"] or {}))
+        encoding = Encoding(model.feature_columns, model.categories)
         return DataLoader(PredictChunks(self.predict_csv, encoding, self.options), batch_size=None)
 
     def _loader(self, rows: SplitRows, shuffle: bool) -> DataLoader:

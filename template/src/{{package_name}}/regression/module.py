@@ -71,6 +71,8 @@ class RegressionModule(L.LightningModule):
         self.weight_decay: float = weight_decay
         self.target_mean: float = target_mean
         self.target_std: float = target_std
+        self.feature_columns: list[str] = list(feature_columns or [])
+        self.categories: dict[str, list[str]] = dict(categories or {})
         for name, stats in (("feature_mean", feature_mean), ("feature_std", feature_std)):
             if stats is not None and len(stats) != num_features:
                 raise ValueError(f"{name} has {len(stats)} values, num_features={num_features}")

@@ -73,7 +73,7 @@ def test_predictions_equal_the_forward_of_the_checkpoint_in_target_units(
     assert table.at[1, "prediction"] == ""
 
     model = RegressionModule.load_from_checkpoint(checkpoint, weights_only=True).eval()
-    levels = model.hparams["categories"]["city"]
+    levels = model.categories["city"]
     rows = [(1.5, "Paris", 0.5), (-2.0, "Rome", 0.25), (0.0, "Nice", 2.0)]
     features = torch.tensor(
         [[a, *[float(city == level) for level in levels], b] for a, city, b in rows]
