@@ -10,8 +10,9 @@ running the same command again continues the same study: ``--trials`` counts the
 finished trials (complete or pruned), whoever ran them. Each worker stops when the study has
 that many, so K workers finish at most K - 1 more. ``--workers K`` starts K processes on
 the same storage; each runs its trials in turn with one torch thread, so K workers use K
-cores. Every worker's sampler is seeded from ``--seed``, its index and the study's trial
-count: a worker that resumes draws new values instead of replaying the first ones.
+cores. Each trial's sampler is seeded from ``--seed`` and the trial's number: a resumed
+study draws new values instead of replaying the first ones, and the first, random trials
+draw the same values whatever the number of workers.
 
 Before any trial runs, the example's parser reads the fit arguments with every bound and
 every choice of the space, so a mistyped option path or a value of the wrong type stops

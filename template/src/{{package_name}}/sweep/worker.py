@@ -50,11 +50,15 @@ def work(settings: Settings, worker: int) -> None:
             storage=storage.open_storage(settings.storage),
             pruner=optuna.pruners.MedianPruner(**search.pruner),
         )
-        seed = (settings.seed * 1_000_003 + worker * 10_007 + len(study.trials)) % 2**32
-        study.sampler = optuna.samplers.TPESampler(seed=seed)
         refusals: list[UserError] = []
 
         def objective(run: optuna.Trial) -> float:
+            # A sampler seeded by --seed and the trial's number, before the trial draws its
+            # values: trial n draws what it would draw with any number of workers, or after
+            # a resume, where the history it learns from is the same.
+            run.study.sampler = optuna.samplers.TPESampler(
+                seed=(settings.seed * 1_000_003 + run.number) % 2**32
+            )
             try:
                 return trial.run(run, search, fit_main, settings.fit_args, settings.folder)
             except UserError as error:  # stop the sweep after this trial; say why last

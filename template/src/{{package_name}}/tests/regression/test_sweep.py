@@ -106,6 +106,22 @@ def test_two_workers_share_the_study_and_stop_at_the_total(tmp_path: Path) -> No
     assert (tmp_path / "sweeps" / "regression" / "best.yaml").is_file()
 
 
+@pytest.mark.slow
+@pytest.mark.cli
+def test_a_trial_draws_the_same_values_with_one_worker_or_two(tmp_path: Path) -> None:
+    """Each trial's sampler is seeded by --seed and the trial's number, so the random first
+    trials of a study are the same whatever the number of workers, and a sweep's 1-worker
+    and 2-worker timings compare the same trials."""
+    params = {}
+    for workers in (1, 2):
+        (tmp_path / str(workers)).mkdir()
+        args = _sweep_args(tmp_path / str(workers), 2, *TINY)
+        study = sweep_main([*args[:5], f"--workers={workers}", "--seed=3", *args[5:]])
+        params[workers] = {t.number: t.params for t in study.trials if t.number < 2}
+    assert params[1] == params[2]
+    assert params[1][0] != params[1][1]  # a seed per trial, not one for all
+
+
 @pytest.mark.cli
 def test_pruned_trial_ends_its_fit_cleanly_and_writes_its_summary(tmp_path: Path) -> None:
     search = space.load(_space(tmp_path))
