@@ -35,7 +35,14 @@ from .synthetic import make_synthetic_regression
 from .table import Encoding, Missing, TableOptions, fit_encoding, read_table
 
 
-def _column_stats(values: Tensor, rows: Tensor, chunk: int = 65_536) -> tuple[Tensor, Tensor]:
+def positions(count: int) -> torch.dtype:
+    """The integer type of row positions: 4 bytes where they fit, since a table of 8 float32
+    features carries an index (or two, while an epoch's order is drawn) for every 36 bytes
+    of data. ``randperm`` draws the same permutation in either type."""
+    return torch.int32 if count <= torch.iinfo(torch.int32).max else torch.int64
+
+
+def _column_stats(values: Tensor, rows: Tensor, chunk: int = 8192) -> tuple[Tensor, Tensor]:
     """Mean and standard deviation of ``values[rows]`` along the rows, read a chunk of rows
     at a time (two passes, in float64), so that a large table is never copied whole to
     compute them. The deviation is 1 where it is zero or undefined (a constant column, a
@@ -183,7 +190,8 @@ class RegressionData(L.LightningDataModule):
                 f"{source}: {rows} data rows, and --data.val_fraction={val_fraction} holds "
                 f"out {num_val}, leaving none for training"
             )
-        return torch.randperm(rows, generator=torch.Generator().manual_seed(self.seed))
+        generator = torch.Generator().manual_seed(self.seed)
+        return torch.randperm(rows, generator=generator, dtype=positions(rows))
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, shuffle=True)
@@ -230,7 +238,7 @@ class ShardBatches(DistributedSampler):
 
     It stays a ``DistributedSampler`` so that Lightning calls ``set_epoch`` on it and does
     not swap in its own under DDP (a ``BatchSampler`` around one would hide both). The
-    order is built as a tensor (8 bytes a row) rather than the parent's list of Python
+    order is built as a tensor (4 bytes a row) rather than the parent's list of Python
     ints, which costs several times more at a million rows.
     """
 
@@ -244,9 +252,9 @@ class ShardBatches(DistributedSampler):
         count = len(self.dataset)  # type: ignore[arg-type]
         if self.shuffle:
             generator = torch.Generator().manual_seed(self.seed + self.epoch)
-            order = torch.randperm(count, generator=generator)
+            order = torch.randperm(count, generator=generator, dtype=positions(count))
         else:
-            order = torch.arange(count)
+            order = torch.arange(count, dtype=positions(count))
         # The parent's order: padded by wrapping around to total_size, then every
         # num_replicas-th position from this rank (all of it, as it is, for one process).
         if self.num_replicas > 1 or self.total_size != count:
