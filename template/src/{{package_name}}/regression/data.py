@@ -35,7 +35,7 @@ from .synthetic import make_synthetic_regression
 from .table import Encoding, Missing, TableOptions, fit_encoding, read_table
 
 
-def positions(count: int) -> torch.dtype:
+def _positions(count: int) -> torch.dtype:
     """The integer type of row positions: 4 bytes where they fit, since a table of 8 float32
     features carries an index (or two, while an epoch's order is drawn) for every 36 bytes
     of data. ``randperm`` draws the same permutation in either type."""
@@ -191,7 +191,7 @@ class RegressionData(L.LightningDataModule):
                 f"out {num_val}, leaving none for training"
             )
         generator = torch.Generator().manual_seed(self.seed)
-        return torch.randperm(rows, generator=generator, dtype=positions(rows))
+        return torch.randperm(rows, generator=generator, dtype=_positions(rows))
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, shuffle=True)
@@ -252,9 +252,9 @@ class ShardBatches(DistributedSampler):
         count = len(self.dataset)  # type: ignore[arg-type]
         if self.shuffle:
             generator = torch.Generator().manual_seed(self.seed + self.epoch)
-            order = torch.randperm(count, generator=generator, dtype=positions(count))
+            order = torch.randperm(count, generator=generator, dtype=_positions(count))
         else:
-            order = torch.arange(count, dtype=positions(count))
+            order = torch.arange(count, dtype=_positions(count))
         # The parent's order: padded by wrapping around to total_size, then every
         # num_replicas-th position from this rank (all of it, as it is, for one process).
         if self.num_replicas > 1 or self.total_size != count:

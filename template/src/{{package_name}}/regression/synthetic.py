@@ -20,7 +20,7 @@ def make_synthetic_regression(
     x = torch.randn(num_samples, num_features, generator=generator)
     # Summed in place, term by term, through one scratch column: the same numbers as the
     # one-line expression, without a column-sized temporary per operation (at a million
-    # rows each is 4 MB that the process keeps after it is freed).
+    # rows each is 4 MB, which the allocator may keep after it is freed).
     y = torch.mul(x[:, 0], 2.0).sin_()
     term = torch.mul(x[:, 1], x[:, 2]).mul_(0.5)
     y += term
