@@ -93,12 +93,15 @@ class ExampleCLI(LightningCLI):
 
     def before_validate(self) -> None:
         self._check_run_files()
+        _without_fit_only_notices()
 
     def before_test(self) -> None:
         self._check_run_files()
+        _without_fit_only_notices()
 
     def before_predict(self) -> None:
         self._check_run_files()
+        _without_fit_only_notices()
 
     def _check_run_files(self) -> None:
         trainer = self.trainer
@@ -111,6 +114,13 @@ class ExampleCLI(LightningCLI):
         # Lightning's default plugin is replaced; one the user chose is left alone.
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = CheckpointFiles(self.model)
+
+
+def _without_fit_only_notices() -> None:
+    """Hide ModelCheckpoint's notice that a checkpoint from another folder will not bring
+    back its list of best files: only a fit writes checkpoints, so outside one it does not
+    apply, and a predict run under its own root would print it every time."""
+    warnings.filterwarnings("ignore", message=r"The dirpath has changed from", category=UserWarning)
 
 
 def _user_error_in(error: BaseException) -> UserError | None:

@@ -16,6 +16,7 @@ never run again: only a fresh sample is.
 
 import os
 import socket
+import warnings
 from pathlib import Path
 
 import optuna
@@ -44,7 +45,16 @@ def open_storage(url: str) -> BaseStorage:
             path.parent.mkdir(parents=True, exist_ok=True)
             return JournalStorage(JournalFileBackend(str(path)))
         if "://" in url:
-            return RDBStorage(url, heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS)
+            with warnings.catch_warnings():
+                # Optuna calls its heartbeat experimental; a sweep user cannot act on that.
+                warnings.filterwarnings(
+                    "ignore",
+                    message=r"Argument ``heartbeat_interval`` is an experimental feature",
+                    category=optuna.exceptions.ExperimentalWarning,
+                )
+                return RDBStorage(
+                    url, heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS
+                )
     except (ImportError, OSError, ValueError) as error:
         raise UserError(f"--storage {url}: {_first_line(error)}") from error
     except Exception as error:  # SQLAlchemy's errors: a bad URL, a database it cannot reach

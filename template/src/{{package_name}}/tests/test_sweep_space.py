@@ -1,6 +1,7 @@
 """A sweep's search space: every mistake in the YAML is refused by name, in one line,
 before anything trains; a good one samples every type the way the run receives it."""
 
+import warnings
 from pathlib import Path
 
 import optuna
@@ -89,6 +90,22 @@ def test_bad_space_ends_the_command_in_one_error_line(
     )
     assert "Traceback" not in err
     assert not (tmp_path / EXAMPLES[0]).exists()
+
+
+def test_rdb_storage_opens_without_optunas_experimental_notice(tmp_path: Path) -> None:
+    """Its heartbeat marks a killed worker's trial failed; Optuna calls the argument
+    experimental on every open, which a sweep's user cannot act on."""
+    from ..sweep.storage import open_storage
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        open_storage(f"sqlite:///{tmp_path / 'sweep.db'}")
+    assert [str(w.message) for w in caught] == []
+    # The filter is local: the same storage opened directly still shows Optuna's notice.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'other.db'}", heartbeat_interval=20)
+    assert any("heartbeat_interval" in str(w.message) for w in caught)
 
 
 def test_storage_that_no_other_worker_can_open_is_refused() -> None:

@@ -5,6 +5,7 @@ million rows is read in chunks."""
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -111,6 +112,20 @@ def test_a_file_with_only_a_header_predicts_no_rows(checkpoint: Path, tmp_path: 
           f"--ckpt_path={checkpoint}", f"--data.predict_csv={csv}"])  # fmt: skip
     (written,) = tmp_path.rglob("predictions.csv")
     assert written.read_text().splitlines() == ["a,b,city,prediction"]
+
+
+@pytest.mark.cli
+def test_predict_under_its_own_root_shows_no_checkpoint_folder_notice(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """ModelCheckpoint says it will not reload its best files from another folder; only a
+    fit writes checkpoints, so predict under a root of its own hides that."""
+    csv = tmp_path / "new.csv"
+    csv.write_text("a,b,city\n1.0,2.0,Paris\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _predict(checkpoint, csv, tmp_path / "predict")
+    assert [str(w.message) for w in caught if "dirpath has changed" in str(w.message)] == []
 
 
 CHILD = """
