@@ -11,7 +11,8 @@ the run cannot write, a checkpoint that does not load or fit, an option value th
 refuses when it is built) ends the output in one line too, with the same exit status.
 
 Importing this module quiets three notices from third parties that a user cannot act on
-(see :func:`quiet_third_parties`); every other warning and log record still shows.
+(see :func:`quiet_third_parties`), and a run of ``validate``, ``test`` or ``predict`` one
+more for as long as it runs; every other warning and log record still shows.
 """
 
 import logging
@@ -93,15 +94,20 @@ class ExampleCLI(LightningCLI):
 
     def before_validate(self) -> None:
         self._check_run_files()
-        _without_fit_only_notices()
 
     def before_test(self) -> None:
         self._check_run_files()
-        _without_fit_only_notices()
 
     def before_predict(self) -> None:
         self._check_run_files()
-        _without_fit_only_notices()
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        # Lightning's (private) step that runs before_<subcommand>, the run and after_; the
+        # filter is undone when it returns or raises, so a later fit in this process warns.
+        with warnings.catch_warnings():
+            if subcommand != "fit":
+                _hide_fit_only_notices()
+            super()._run_subcommand(subcommand)
 
     def _check_run_files(self) -> None:
         trainer = self.trainer
@@ -116,7 +122,7 @@ class ExampleCLI(LightningCLI):
             trainer.strategy.checkpoint_io = CheckpointFiles(self.model)
 
 
-def _without_fit_only_notices() -> None:
+def _hide_fit_only_notices() -> None:
     """Hide ModelCheckpoint's notice that a checkpoint from another folder will not bring
     back its list of best files: only a fit writes checkpoints, so outside one it does not
     apply, and a predict run under its own root would print it every time."""

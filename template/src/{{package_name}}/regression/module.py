@@ -22,37 +22,10 @@ from ..losses import mse_loss
 from ..metrics import mean_absolute_error, r2_score
 from ..nets import Activation, ScalarMLP
 from ..shapes import Float, Tensor, compiled, typechecked
+from .column import Column
 from .predict import PredictChunk
 
 Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, " batch"]]
-
-
-class _Column:
-    """The validation split's values, a batch at a time, in one tensor that doubles when
-    full. A list of per-batch tensors holds the same, but its thousands of small tensors,
-    kept between each batch's larger temporaries, fragment the heap: at a million rows the
-    process grew by 40 MB and more over one validation that way."""
-
-    def __init__(self) -> None:
-        self._values: Tensor | None = None
-        self._length = 0
-
-    def append(self, batch: Float[Tensor, " batch"]) -> None:
-        end = self._length + len(batch)
-        if self._values is None or end > len(self._values):
-            grown = batch.new_empty(max(2 * end, 4096))
-            if self._values is not None:
-                grown[: self._length] = self._values[: self._length]
-            self._values = grown
-        self._values[self._length : end] = batch
-        self._length = end
-
-    def take(self) -> Float[Tensor, " row"]:
-        """Every value appended, in order; the column starts empty again."""
-        assert self._values is not None, "no validation batch was appended"
-        values = self._values[: self._length]
-        self._values, self._length = None, 0
-        return values
 
 
 class RegressionModule(L.LightningModule):
@@ -113,8 +86,8 @@ class RegressionModule(L.LightningModule):
 
         self.net = ScalarMLP(num_features, hidden_sizes, activation)
         self._compiled_net = compiled(self.net, backend=compile_backend) if compile else None
-        self._val_predictions = _Column()
-        self._val_targets = _Column()
+        self._val_predictions = Column()
+        self._val_targets = Column()
         # The epoch's summed training loss, one tensor added to in place: a list of a
         # scalar per step grows the process by kilobytes a step on a large table.
         self._train_loss_sum: Tensor | None = None
@@ -136,7 +109,7 @@ class RegressionModule(L.LightningModule):
         x, y = batch
         loss = mse_loss(self._standardised_prediction(x), self._standardise(y))
         # Summed here, logged once an epoch: a self.log call costs about a step's compute.
-        summed = loss.detach() * len(y)
+        summed = loss.detach().float() * len(y)  # a bf16 sum would stop growing
         if self._train_loss_sum is None:
             self._train_loss_sum = summed
         else:

@@ -55,7 +55,9 @@ def work(settings: Settings, worker: int) -> None:
         def objective(run: optuna.Trial) -> float:
             # A sampler seeded by --seed and the trial's number, before the trial draws its
             # values: trial n draws what it would draw with any number of workers, or after
-            # a resume, where the history it learns from is the same.
+            # a resume, where the history it learns from is the same. Optuna has already
+            # called the previous sampler's before_trial, which TPE's independent sampling
+            # does not use; every draw and after_trial go to this one.
             run.study.sampler = optuna.samplers.TPESampler(
                 seed=(settings.seed * 1_000_003 + run.number) % 2**32
             )

@@ -2,6 +2,7 @@
 pruned trial, an option path the parser does not know, and a worker killed mid-trial."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -110,16 +111,21 @@ def test_two_workers_share_the_study_and_stop_at_the_total(tmp_path: Path) -> No
 @pytest.mark.cli
 def test_a_trial_draws_the_same_values_with_one_worker_or_two(tmp_path: Path) -> None:
     """Each trial's sampler is seeded by --seed and the trial's number, so the random first
-    trials of a study are the same whatever the number of workers, and a sweep's 1-worker
-    and 2-worker timings compare the same trials."""
-    params = {}
+    trials of a study are the same whatever the number of workers (or which worker ran
+    them), and a sweep's 1-worker and 2-worker timings compare the same trials."""
+    trials = {}
     for workers in (1, 2):
         (tmp_path / str(workers)).mkdir()
-        args = _sweep_args(tmp_path / str(workers), 2, *TINY)
+        args = _sweep_args(tmp_path / str(workers), 3, *TINY)
         study = sweep_main([*args[:5], f"--workers={workers}", "--seed=3", *args[5:]])
-        params[workers] = {t.number: t.params for t in study.trials if t.number < 2}
-    assert params[1] == params[2]
-    assert params[1][0] != params[1][1]  # a seed per trial, not one for all
+        trials[workers] = {t.number: t for t in study.trials if t.number < 3}
+    assert {n: t.params for n, t in trials[1].items()} == {
+        n: t.params for n, t in trials[2].items()
+    }
+    assert trials[1][0].params != trials[1][1].params  # a seed per trial, not one for all
+    # Trials of the second worker are among them: it is not the first worker's seeding
+    # that makes them equal.
+    assert any(t.user_attrs["worker"]["pid"] != os.getpid() for t in trials[2].values())
 
 
 @pytest.mark.cli
