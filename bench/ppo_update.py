@@ -12,9 +12,13 @@ and gradient clipping, one torch thread.
   Adam that ``PPOModule.configure_optimizers`` builds at full precision (fused), on a
   random rollout of the config's size, minibatches by ``randperm``; per rollout, the
   statistics' means go to Python as ours do.
+- Floor: the raw loop's update run by Lightning's ``Trainer(barebones=True)`` with manual
+  optimization, through the same calls ``PPOModule`` makes (``zero_grad``,
+  ``manual_backward``, ``clip_gradients``, ``step``) and nothing else of ours: what
+  Lightning's manual-optimization path costs a step.
 
-The two alternate, one process each, so that a shared machine's slow phases fall on both;
-the target (at most 1.3) is judged on the median of the paired ratios.
+The three take turns, one process each, so that a shared machine's slow phases fall on
+each; the target (at most 1.3) is judged on the median of each repeat's ratio.
 Usage: ``python bench/ppo_update.py PROJECT_DIR PACKAGE [REPEATS [ROLLOUTS]]`` (5 repeats).
 """
 
@@ -51,8 +55,8 @@ def ours(project: Path, package: str, rollouts: int, rollout_size: int) -> float
     return summary["time_breakdown_seconds"]["update"] / summary["global_step"]
 
 
-def raw(model: dict, rollouts: int, fused: bool) -> float:
-    """Seconds per optimizer step of the plain loop (run in a child process by ``main``)."""
+def _setup(model: dict, fused: bool):
+    """The two networks, their Adam, and a random rollout of the config's size."""
     import torch
     from torch import nn
 
@@ -67,50 +71,121 @@ def raw(model: dict, rollouts: int, fused: bool) -> float:
         return nn.Sequential(*layers, nn.Linear(sizes[-1], outputs))
 
     actor, critic = mlp(2), mlp(1)
+    size = model["num_envs"] * model["num_steps"]
+    rollout = {
+        "observations": torch.randn(size, 4),
+        "actions": torch.randint(0, 2, (size,)),
+        "old_log_prob": torch.full((size,), -0.69),
+        "advantages": torch.randn(size),
+        "returns": torch.randn(size),
+    }
+    return actor, critic, rollout
+
+
+def _loss(model: dict, actor, critic, rollout: dict, rows):
+    """The clipped surrogate plus half the squared value error, and the statistics."""
+    import torch
+
+    clip, value_coef = model["clip_coef"], model["value_coef"]
+    observations = rollout["observations"][rows]
+    log_probs = torch.log_softmax(actor(observations), dim=-1)
+    log_prob = log_probs.gather(1, rollout["actions"][rows, None])[:, 0]
+    entropy = -(log_probs.exp() * log_probs).sum(dim=-1).mean()
+    values = critic(observations)[:, 0]
+    adv = rollout["advantages"][rows]
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    log_ratio = log_prob - rollout["old_log_prob"][rows]
+    ratio = log_ratio.exp()
+    policy_loss = torch.maximum(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+    critic_loss = ((values - rollout["returns"][rows]) ** 2).mean()
+    with torch.no_grad():
+        kl = (ratio - 1 - log_ratio).mean()
+        clipped = ((ratio - 1).abs() > clip).float().mean()
+        row = torch.stack([policy_loss, critic_loss, entropy, kl, clipped])
+    return policy_loss + value_coef * critic_loss, row
+
+
+def raw(model: dict, rollouts: int, fused: bool) -> float:
+    """Seconds per optimizer step of the plain loop (run in a child process by ``main``)."""
+    import torch
+    from torch import nn
+
+    actor, critic, rollout = _setup(model, fused)
     parameters = [*actor.parameters(), *critic.parameters()]
     optimizer = torch.optim.Adam(parameters, lr=model["learning_rate"], eps=1e-5, fused=fused)
-    size = model["num_envs"] * model["num_steps"]
+    size = len(rollout["returns"])
     minibatch = size // model["num_minibatches"]
-    clip, value_coef, max_norm = model["clip_coef"], model["value_coef"], model["max_grad_norm"]
-    observations, actions = torch.randn(size, 4), torch.randint(0, 2, (size,))
-    old_log_prob = torch.full((size,), -0.69)
-    advantages, returns = torch.randn(size), torch.randn(size)
     steps = 0
     started = time.perf_counter()
     for _ in range(rollouts):
         statistics_rows = []
         for _ in range(model["update_epochs"]):
             for rows in torch.randperm(size).split(minibatch):
-                log_probs = torch.log_softmax(actor(observations[rows]), dim=-1)
-                log_prob = log_probs.gather(1, actions[rows, None])[:, 0]
-                entropy = -(log_probs.exp() * log_probs).sum(dim=-1).mean()
-                values = critic(observations[rows])[:, 0]
-                adv = advantages[rows]
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                log_ratio = log_prob - old_log_prob[rows]
-                ratio = log_ratio.exp()
-                policy_loss = torch.maximum(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip))
-                policy_loss = policy_loss.mean()
-                critic_loss = ((values - returns[rows]) ** 2).mean()
-                loss = policy_loss + value_coef * critic_loss
-                with torch.no_grad():
-                    kl = (ratio - 1 - log_ratio).mean()
-                    clipped = ((ratio - 1).abs() > clip).float().mean()
-                    row = torch.stack([policy_loss, critic_loss, entropy, kl, clipped])
-                    statistics_rows.append(row)
+                loss, row = _loss(model, actor, critic, rollout, rows)
+                statistics_rows.append(row)
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(parameters, max_norm)
+                nn.utils.clip_grad_norm_(parameters, model["max_grad_norm"])
                 optimizer.step()
                 steps += 1
         torch.stack(statistics_rows).mean(dim=0).tolist()
     return (time.perf_counter() - started) / steps
 
 
+def floor(model: dict, rollouts: int, fused: bool) -> float:
+    """The raw loop's update run by Lightning's ``Trainer(barebones=True)`` with manual
+    optimization, as ``PPOModule`` runs it: ``optimizer.zero_grad``, ``manual_backward``,
+    ``clip_gradients`` and ``optimizer.step`` through Lightning, one rollout a batch, no
+    callback, logger, checkpoint or check. Its ratio to the raw step is what Lightning's
+    manual-optimization path costs."""
+    import lightning as L
+    import torch
+
+    actor, critic, rollout = _setup(model, fused)
+    size = len(rollout["returns"])
+    minibatch = size // model["num_minibatches"]
+
+    class Floor(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.actor, self.critic = actor, critic
+            self.automatic_optimization = False
+            self.started, self.seconds = 0.0, 0.0
+
+        def training_step(self, batch, batch_idx):
+            optimizer = self.optimizers()
+            statistics_rows = []
+            for _ in range(model["update_epochs"]):
+                for rows in torch.randperm(size).split(minibatch):
+                    loss, row = _loss(model, self.actor, self.critic, rollout, rows)
+                    statistics_rows.append(row)
+                    optimizer.zero_grad()
+                    self.manual_backward(loss)
+                    self.clip_gradients(optimizer, gradient_clip_val=model["max_grad_norm"])
+                    optimizer.step()
+            torch.stack(statistics_rows).mean(dim=0).tolist()
+
+        def on_train_start(self) -> None:
+            self.started = time.perf_counter()
+
+        def on_train_end(self) -> None:
+            self.seconds = time.perf_counter() - self.started
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(
+                self.parameters(), lr=model["learning_rate"], eps=1e-5, fused=fused
+            )
+
+    module = Floor()
+    trainer = L.Trainer(barebones=True, max_epochs=1, accelerator="cpu", devices=1)
+    trainer.fit(module, [torch.zeros(1)] * rollouts)
+    return module.seconds / trainer.global_step
+
+
 def main() -> None:
-    if sys.argv[1] == "--raw":
+    if sys.argv[1] in ("--raw", "--floor"):
         model, rollouts, fused = json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
-        print(raw(model, rollouts, fused))
+        print((raw if sys.argv[1] == "--raw" else floor)(model, rollouts, fused))
         return
     import yaml
 
@@ -127,25 +202,43 @@ def main() -> None:
         f"{rollout_size // model['num_minibatches']} samples; Adam fused={fused}",
         flush=True,
     )
-    pairs = []
-    for repeat in range(repeats):
-        mine = ours(project, package, rollouts, rollout_size)
-        command = [sys.executable, __file__, "--raw", json.dumps(model), str(rollouts)]
+
+    def child(side: str) -> float:
+        command = [sys.executable, __file__, f"--{side}", json.dumps(model), str(rollouts)]
         done = subprocess.run([*command, str(int(fused))], capture_output=True, text=True)
         if done.returncode != 0:
-            raise SystemExit(f"raw loop failed:\n{done.stderr[-3000:]}")
-        plain = float(done.stdout.strip().splitlines()[-1])
-        pairs.append((mine, plain))
+            raise SystemExit(f"{side} loop failed:\n{done.stderr[-3000:]}")
+        return float(done.stdout.strip().splitlines()[-1])
+
+    sides = ["ours", "raw", "floor"]
+    results: dict[str, list[float]] = {side: [] for side in sides}
+    for repeat in range(repeats):
+        # Rotated each repeat, so that a slow phase of the machine falls on every side.
+        for side in sides[repeat % 3 :] + sides[: repeat % 3]:
+            seconds = (
+                ours(project, package, rollouts, rollout_size) if side == "ours" else child(side)
+            )
+            results[side].append(seconds)
+        plain = results["raw"][-1]
         print(
-            f"repeat {repeat}: ours {mine * 1e3:.2f} ms, raw {plain * 1e3:.2f} ms a step, "
-            f"ratio {mine / plain:.2f}",
+            f"repeat {repeat}: ours {results['ours'][-1] * 1e3:.2f} ms, raw {plain * 1e3:.2f} "
+            f"ms, floor {results['floor'][-1] * 1e3:.2f} ms a step; ratio ours "
+            f"{results['ours'][-1] / plain:.2f}, floor {results['floor'][-1] / plain:.2f}",
             flush=True,
         )
-    ratio = statistics.median(mine / plain for mine, plain in pairs)
-    ours_ms = statistics.median(mine for mine, _ in pairs) * 1e3
-    raw_ms = statistics.median(plain for _, plain in pairs) * 1e3
-    print(f"\nmedian: ours {ours_ms:.2f} ms, raw {raw_ms:.2f} ms a step")
-    print(f"{'met ' if ratio <= TARGET else 'MISSED'} update ours/raw {ratio:.2f} <= {TARGET}")
+
+    def ratio(side: str) -> float:
+        return statistics.median(a / b for a, b in zip(results[side], results["raw"], strict=True))
+
+    def ms(side: str) -> float:
+        return statistics.median(results[side]) * 1e3
+
+    medians = ", ".join(f"{side} {ms(side):.2f} ms" for side in sides)
+    print(f"\nmedian: {medians} a step")
+    print(
+        f"{'met ' if ratio('ours') <= TARGET else 'MISSED'} update ours/raw {ratio('ours'):.2f} "
+        f"<= {TARGET}; Lightning's manual-optimization floor/raw {ratio('floor'):.2f}"
+    )
 
 
 if __name__ == "__main__":
