@@ -5,9 +5,9 @@ any run; it writes them into ``trial_<number>/`` in the study's folder.
 
 :class:`TrialReporter`, a callback added to the trial's trainer, reports the objective to
 Optuna as the run goes: after every validation (regression) or every evaluation (PPO, whose
-reporting lists its evaluations in ``summary_extras``). When the pruner says stop, the
-callback asks the trainer to stop, so the run still ends cleanly and writes its
-``summary.json``; only then is the trial told it was pruned.
+reporting keeps its ``evaluations``; its ``summary_extras`` gives the value). When the
+pruner says stop, the callback asks the trainer to stop, so the run still ends cleanly and
+writes its ``summary.json``; only then is the trial told it was pruned.
 """
 
 import json
@@ -57,14 +57,14 @@ class TrialReporter(Callback):
         batch_idx: int,
     ) -> None:
         for callback in trainer.callbacks:  # type: ignore[attr-defined]
+            # Only a callback with evaluations (PPO's reporting) has values to report, and
+            # only after a new one: its summary is built then, not after every batch.
+            evaluations = getattr(callback, "evaluations", None) or []
             extras = getattr(callback, "summary_extras", None)
-            if not callable(extras):
+            if len(evaluations) <= self._evaluations or not callable(extras):
                 continue
             values = extras(trainer, pl_module)
-            if not isinstance(values, dict):
-                continue
-            evaluations = values.get("evaluations") or []
-            if len(evaluations) > self._evaluations and values.get(self.key) is not None:
+            if isinstance(values, dict) and values.get(self.key) is not None:
                 self._evaluations = len(evaluations)
                 self._report(trainer, float(values[self.key]), int(evaluations[-1][0]))
 
