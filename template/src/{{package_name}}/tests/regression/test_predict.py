@@ -40,10 +40,15 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "checkpoints" / "last.ckpt"
 
 
+def _predict_args(checkpoint: Path, csv: Path, root: Path, *extra: str) -> list[str]:
+    """The predict command line; ``--data.predict_csv`` last, so ``[:-1]`` drops it."""
+    return ["predict", "--config", str(CONFIG), f"--trainer.default_root_dir={root}",
+            "--trainer.enable_progress_bar=false", *extra, f"--ckpt_path={checkpoint}",
+            f"--data.predict_csv={csv}"]  # fmt: skip
+
+
 def _predict(checkpoint: Path, csv: Path, root: Path, *extra: str) -> list[Path]:
-    main(["predict", "--config", str(CONFIG), f"--trainer.default_root_dir={root}",
-          f"--ckpt_path={checkpoint}", f"--data.predict_csv={csv}",
-          "--trainer.enable_progress_bar=false", *extra])  # fmt: skip
+    main(_predict_args(checkpoint, csv, root, *extra))
     return list(root.rglob("predictions.csv"))
 
 
@@ -91,8 +96,7 @@ def test_predict_refuses_a_file_without_a_feature_column(
 ) -> None:
     csv = tmp_path / "new.csv"
     csv.write_text("a,b\n1,2\n")
-    args = ["predict", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path}",
-            f"--ckpt_path={checkpoint}", f"--data.predict_csv={csv}"]  # fmt: skip
+    args = _predict_args(checkpoint, csv, tmp_path)
     line = last_error_line(args, capsys)
     assert line.endswith("new.csv: no column 'city'; the model reads ['a', 'city', 'b']"), line
     csv.write_text("a,b,city\n1,2,Paris\noops,1,Lyon\n")
@@ -108,9 +112,7 @@ def test_predict_refuses_a_file_without_a_feature_column(
 def test_a_file_with_only_a_header_predicts_no_rows(checkpoint: Path, tmp_path: Path) -> None:
     csv = tmp_path / "new.csv"
     csv.write_text("a,b,city\n")
-    main(["predict", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path}",
-          f"--ckpt_path={checkpoint}", f"--data.predict_csv={csv}"])  # fmt: skip
-    (written,) = tmp_path.rglob("predictions.csv")
+    (written,) = _predict(checkpoint, csv, tmp_path)
     assert written.read_text().splitlines() == ["a,b,city,prediction"]
 
 
@@ -154,9 +156,7 @@ def test_a_million_rows_are_predicted_in_chunks(checkpoint: Path, tmp_path: Path
         for _ in range(1000):
             handle.write(block)
     package = RegressionModule.__module__.split(".")[0]
-    args = ["predict", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path}",
-            f"--ckpt_path={checkpoint}", f"--data.predict_csv={csv}",
-            "--trainer.enable_progress_bar=false", "--trainer.logger=false"]  # fmt: skip
+    args = _predict_args(checkpoint, csv, tmp_path, "--trainer.logger=false")
     done = subprocess.run(
         [sys.executable, "-c", CHILD.replace("PACKAGE", package), *args],
         env=child_environment({"OMP_NUM_THREADS": "1"}),
