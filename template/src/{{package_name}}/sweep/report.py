@@ -86,12 +86,12 @@ def _difference(
         here = (*path, key)
         if here in NOT_REPRODUCED:
             continue
-        theirs = base.get(key) if isinstance(base, dict) else None
+        theirs = base.get(key)
         if isinstance(value, dict) and isinstance(theirs, dict):
             inner = _difference(value, theirs, here)
             if inner:
                 fragment[key] = inner
-        elif value != theirs or (isinstance(base, dict) and key not in base):
+        elif key not in base or value != theirs:
             fragment[key] = value
     return fragment
 
