@@ -7,8 +7,9 @@ FILE`` (the example's config, default ``configs/<example>.yaml``), ``--root DIR`
 
 The study's folder is ``<root>/<study>/``. It holds the default storage, a journal file, so
 running the same command again continues the same study: ``--trials`` counts the study's
-finished trials (complete or pruned), whoever ran them. Each worker stops when the study has
-that many, so K workers finish at most K - 1 more. ``--workers K`` starts K processes on
+finished trials (complete or pruned), whoever ran them. A worker starts no trial that the
+study does not need: those running in live workers on its machine will finish (workers on
+other machines may still finish a few more). ``--workers K`` starts K processes on
 the same storage; each runs its trials in turn with one torch thread, so K workers use K
 cores. Each trial's sampler is seeded from ``--seed`` and the trial's number: a resumed
 study draws new values instead of replaying the first ones, and the first, random trials

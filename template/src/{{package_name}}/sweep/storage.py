@@ -72,6 +72,20 @@ def finished(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=FINISHED))
 
 
+def running_here(study: optuna.Study) -> int:
+    """The RUNNING trials whose worker runs on this host and is alive: each will finish.
+
+    A RUNNING trial of another host is not counted, since this machine cannot tell whether
+    its worker still runs, nor is one that has not yet recorded its worker."""
+    host = socket.gethostname()
+    return sum(
+        1
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        if (worker := trial.user_attrs.get("worker", {})).get("host") == host
+        and _alive(int(worker["pid"]))
+    )
+
+
 def fail_dead_trials(study: optuna.Study) -> None:
     """Mark FAIL every RUNNING trial whose worker ran on this host and is gone."""
     host = socket.gethostname()

@@ -22,6 +22,7 @@ from . import space, storage, trial
 # in sys.argv; LightningCLI's warning about the two does not apply.
 warnings.filterwarnings("ignore", "LightningCLI's args parameter is intended", UserWarning)
 
+FAIL = optuna.trial.TrialState.FAIL
 PACKAGE = str(__package__).rpartition(".")[0]
 EXAMPLES = [name for name in ("regression", "ppo") if find_spec(f"{PACKAGE}.{name}")]
 
@@ -68,26 +69,39 @@ def work(settings: Settings, worker: int) -> None:
                 run.study.stop()
                 return float("nan")
 
+        failed_in_a_row = [0]
+
+        def after_trial(study: optuna.Study, finished: optuna.trial.FrozenTrial) -> None:
+            failed_in_a_row[0] = failed_in_a_row[0] + 1 if finished.state == FAIL else 0
+            if failed_in_a_row[0] >= settings.trials or to_start(study, settings.trials) <= 0:
+                study.stop()
+
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            while (left := settings.trials - storage.finished(study)) > 0:
-                before = storage.finished(study)
+            while (left := to_start(study, settings.trials)) > 0:
                 study.optimize(
                     objective,
                     n_trials=left,
                     catch=(NonFiniteError,),  # a diverging trial fails; the sweep goes on
-                    callbacks=[
-                        optuna.study.MaxTrialsCallback(settings.trials, states=storage.FINISHED)
-                    ],
+                    callbacks=[after_trial],
                     show_progress_bar=worker == 0,
                 )
                 if refusals:
                     raise refusals[0]
-                if storage.finished(study) == before:
-                    raise UserError(f"{left} trials in a row failed: see the warnings above")
+                if failed_in_a_row[0] >= settings.trials:  # as many as were asked for: stop
+                    raise UserError(
+                        f"{failed_in_a_row[0]} trials in a row failed: see the warnings above"
+                    )
         finally:
             torch.set_num_threads(threads)
+
+
+def to_start(study: optuna.Study, trials: int) -> int:
+    """How many more trials the study needs to hold ``trials`` finished ones: those running
+    in live workers on this machine will finish, so a worker does not start one beside them
+    that would only be an extra, and end the sweep later."""
+    return trials - storage.finished(study) - storage.running_here(study)
 
 
 def example_main(example: str) -> trial.Main:

@@ -117,3 +117,34 @@ def test_storage_that_no_other_worker_can_open_is_refused() -> None:
         open_storage("sqlite:////no/such/folder/sweep.db")
     assert "\n" not in str(refusal.value)
     assert str(refusal.value).startswith("--storage sqlite:////no/such/folder/sweep.db: ")
+
+
+def test_trials_to_start_count_the_live_ones_of_this_machine_as_finishing(
+    tmp_path: Path,
+) -> None:
+    """A worker starts no trial that the study does not need: those running in a live worker
+    here will finish. One of a dead worker, of another host, or that has not yet said whose
+    it is, may never finish, so it is not counted."""
+    import os
+    import socket
+
+    from ..sweep.storage import open_storage
+    from ..sweep.worker import to_start
+
+    study = optuna.create_study(storage=open_storage(f"journal:{tmp_path / 'study.journal'}"))
+    for _ in range(2):
+        study.tell(study.ask(), 1.0)
+    gone = 2**22 + 1  # above the largest process id Linux and macOS hand out
+    host = socket.gethostname()
+    workers = [
+        {"host": host, "pid": os.getpid()},
+        {"host": host, "pid": gone},
+        {"host": "elsewhere", "pid": os.getpid()},
+        None,
+    ]
+    for worker in workers:
+        running = study.ask()
+        if worker is not None:
+            running.set_user_attr("worker", worker)
+    assert to_start(study, 5) == 5 - 2 - 1
+    assert to_start(study, 3) == 0

@@ -107,6 +107,29 @@ def test_two_workers_share_the_study_and_stop_at_the_total(tmp_path: Path) -> No
     assert (tmp_path / "sweeps" / "regression" / "best.yaml").is_file()
 
 
+@pytest.mark.cli
+def test_a_study_whose_trials_all_diverge_stops_after_as_many_as_were_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A diverging trial is FAIL and the worker runs the next one; when --trials of them in
+    a row have failed, the sweep stops with one error line instead of sampling forever."""
+    diverging = {
+        **SPACE["parameters"],
+        "model.learning_rate": {"type": "float", "low": 1.0e20, "high": 1.0e21, "log": True},
+    }
+    args = _sweep_args(tmp_path, 2, *TINY)
+    _space(tmp_path, {**SPACE, "parameters": diverging})  # in place of the space args names
+    with pytest.raises(SystemExit) as stop:
+        sweep_main(args)
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: 2 trials in a row failed: see the warnings above"
+    )
+    journal = open_storage(f"journal:{tmp_path / 'sweeps' / 'regression' / 'study.journal'}")
+    failed = optuna.load_study(study_name="regression", storage=journal).trials
+    assert [t.state for t in failed] == [TrialState.FAIL, TrialState.FAIL]
+
+
 @pytest.mark.slow
 @pytest.mark.cli
 def test_a_trial_draws_the_same_values_with_one_worker_or_two(tmp_path: Path) -> None:
