@@ -7,7 +7,7 @@ parameters:
   model.learning_rate: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}
   model.hidden_sizes: {type: categorical, choices: [[64, 64], [128, 128]]}
   data.batch_size: {type: int, low: 64, high: 512, step: 64}
-pruner: {n_startup_trials: 5, n_warmup_steps: 5}   # optional: optuna's MedianPruner
+pruner: {n_startup_trials: 5, n_warmup_steps: 5}   # optional: MedianPruner's options
 ```
 
 A key is a LightningCLI option path; a sampled value reaches the run as ``--key=value``.
@@ -87,7 +87,7 @@ class SearchSpace:
     """``minimize`` or ``maximize``."""
     parameters: tuple[Parameter, ...]
     pruner: dict[str, int]
-    """Arguments of optuna's ``MedianPruner``."""
+    """Arguments of optuna's ``MedianPruner``, which :mod:`.pruner` extends."""
 
     def overrides(self, values: dict[str, Any]) -> list[str]:
         """``--key=value`` arguments for ``values``: a string as it is, anything else as

@@ -17,6 +17,7 @@ import torch
 from ..errors import UserError, user_errors
 from ..guards.callbacks import NonFiniteError
 from . import space, storage, trial
+from .pruner import ParallelMedianPruner
 
 # Each trial hands the example's main its own arguments on purpose, while the sweep's are
 # in sys.argv; LightningCLI's warning about the two does not apply.
@@ -49,7 +50,7 @@ def work(settings: Settings, worker: int) -> None:
         study = optuna.load_study(
             study_name=settings.study,
             storage=storage.open_storage(settings.storage),
-            pruner=optuna.pruners.MedianPruner(**search.pruner),
+            pruner=ParallelMedianPruner(**search.pruner),
         )
         refusals: list[UserError] = []
 
