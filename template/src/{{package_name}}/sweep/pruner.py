@@ -10,8 +10,11 @@ judges against less history. Those trials run to the end, and a parallel study s
 time on trials than a serial one.
 
 :class:`ParallelMedianPruner` counts a running trial as soon as it has reported the step
-being judged, as a serial study would have by then. With one worker there is no such trial,
-and its decisions are ``MedianPruner``'s. Pruned and failed trials are left out, as there.
+being judged, much as a serial study would have counted it by then. It cannot know whether
+that trial will itself be pruned later, and a serial study would leave it out then, so the
+match is close, not exact. With one worker nothing runs beside the judged trial (unless a
+dead worker left one RUNNING, until the sweep marks it failed), and the decisions are
+``MedianPruner``'s. Pruned and failed trials are left out, as there.
 """
 
 from collections.abc import Container, Sequence

@@ -7,17 +7,18 @@ a worker that died holding it).
 
 A killed worker leaves its trial RUNNING. RDB storage sends heartbeats, and Optuna marks a
 trial FAIL once its heartbeat is older than the grace period. The journal has none, so every
-trial records the host and process id of its worker, and :func:`fail_dead_trials`, run when
-the study resumes, marks FAIL the RUNNING trials of this host whose process is gone. A
-RUNNING trial of another host is left alone and named: this machine cannot tell whether
-that worker still runs (on RDB storage its heartbeat settles it). A trial marked FAIL is
-never run again: only a fresh sample is.
+trial records the host, process id and start time of its worker, and
+:func:`fail_dead_trials`, run when the study resumes, marks FAIL the RUNNING trials of this
+host whose process is gone. A RUNNING trial of another host is left alone and named: this
+machine cannot tell whether that worker still runs (on RDB storage its heartbeat settles
+it). A trial marked FAIL is never run again: only a fresh sample is.
 """
 
 import os
 import socket
 import warnings
 from pathlib import Path
+from typing import Any
 
 import optuna
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
@@ -81,8 +82,7 @@ def running_here(study: optuna.Study) -> int:
     return sum(
         1
         for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-        if (worker := trial.user_attrs.get("worker", {})).get("host") == host
-        and _alive(int(worker["pid"]))
+        if (worker := trial.user_attrs.get("worker", {})).get("host") == host and _alive(worker)
     )
 
 
@@ -94,7 +94,7 @@ def fail_dead_trials(study: optuna.Study) -> None:
         if worker.get("host") != host:
             where = f"on {worker['host']}" if worker else "by an unknown worker"
             print(f"trial {trial.number} is RUNNING {where}; left as it is", flush=True)
-        elif not _alive(int(worker["pid"])):
+        elif not _alive(worker):
             study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
             print(
                 f"trial {trial.number}: its worker (pid {worker['pid']}) is gone; marked FAIL",
@@ -102,16 +102,44 @@ def fail_dead_trials(study: optuna.Study) -> None:
             )
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs on this host (a zombie, killed but not reaped, does not)."""
+def this_worker() -> dict[str, Any]:
+    """What a trial records of the process that runs it: host, process id and, where the
+    system says, when the process started, so that a later process given the same id (a
+    container's first process is always 1) is not taken for it."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": _started(os.getpid())}
+
+
+def _alive(worker: dict[str, Any]) -> bool:
+    """Whether the worker that ``this_worker()`` described still runs on this host.
+
+    Never this process: it asks only while it runs no trial itself. A zombie (killed, not
+    yet reaped) is gone. Without /proc, any process with that id counts as alive."""
+    pid = int(worker["pid"])
+    if pid == os.getpid():
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # another user's process
+    except PermissionError:  # another user's: its start time still says whether it is ours
+        pass
+    stat = _stat(pid)
+    if stat is None:  # no /proc (macOS): the process id is all there is
         return True
-    stat = Path(f"/proc/{pid}/stat")
+    started = worker.get("started")
+    return stat[0] != "Z" and (started is None or stat[19] == started)
+
+
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started, in clock ticks since boot (/proc), or None."""
+    stat = _stat(pid)
+    return stat[19] if stat is not None else None
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None."""
     try:
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return True
+        return None
+    return fields if len(fields) > 19 else None

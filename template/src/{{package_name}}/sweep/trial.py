@@ -11,8 +11,6 @@ writes its ``summary.json``; only then is the trial told it was pruned.
 """
 
 import json
-import os
-import socket
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import redirect_stderr
@@ -25,6 +23,7 @@ from lightning.pytorch.callbacks import Callback
 
 from ..errors import UserError
 from .space import SearchSpace
+from .storage import this_worker
 
 Main = Callable[..., Any]
 """An example's ``main(args, callbacks)``."""
@@ -84,7 +83,7 @@ def run(
     objective from its ``summary.json``. Raises :class:`optuna.TrialPruned` once a pruned
     run has ended, and :class:`UserError` when the run refuses its arguments or its
     summary has no value for the objective."""
-    trial.set_user_attr("worker", {"host": socket.gethostname(), "pid": os.getpid()})
+    trial.set_user_attr("worker", this_worker())
     values = {parameter.key: parameter.suggest(trial) for parameter in space.parameters}
     sampled = " ".join(space.overrides(values))
     root = folder / f"trial_{trial.number}"

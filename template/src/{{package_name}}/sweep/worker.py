@@ -5,6 +5,7 @@ K - 1 more beside it (a module of its own, so that a spawned process can import
 :func:`work`).
 """
 
+import time
 import warnings
 from dataclasses import dataclass
 from importlib import import_module
@@ -24,6 +25,8 @@ from .pruner import ParallelMedianPruner
 warnings.filterwarnings("ignore", "LightningCLI's args parameter is intended", UserWarning)
 
 FAIL = optuna.trial.TrialState.FAIL
+WAIT_SECONDS = 0.2
+"""How often a worker with no trial to start looks whether the running ones finished."""
 PACKAGE = str(__package__).rpartition(".")[0]
 EXAMPLES = [name for name in ("regression", "ppo") if find_spec(f"{PACKAGE}.{name}")]
 
@@ -80,7 +83,11 @@ def work(settings: Settings, worker: int) -> None:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            while (left := to_start(study, settings.trials)) > 0:
+            while storage.finished(study) < settings.trials:
+                left = to_start(study, settings.trials)
+                if left <= 0:  # the rest run in live workers here: wait for how they end
+                    time.sleep(WAIT_SECONDS)
+                    continue
                 study.optimize(
                     objective,
                     n_trials=left,
@@ -100,8 +107,9 @@ def work(settings: Settings, worker: int) -> None:
 
 def to_start(study: optuna.Study, trials: int) -> int:
     """How many more trials the study needs to hold ``trials`` finished ones: those running
-    in live workers on this machine will finish, so a worker does not start one beside them
-    that would only be an extra, and end the sweep later."""
+    in live workers on this machine should finish, so a worker does not start one beside
+    them that would only be an extra, and end the sweep later. It waits for them instead,
+    in case one fails or its worker dies."""
     return trials - storage.finished(study) - storage.running_here(study)
 
 

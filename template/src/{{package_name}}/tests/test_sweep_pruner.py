@@ -36,7 +36,8 @@ def test_running_trial_past_the_step_ends_the_start_up_and_joins_the_median() ->
 
 
 def test_running_trial_short_of_the_step_is_not_counted() -> None:
-    study, judged = _judged([0.5, 0.6, 0.7, 0.8], {2: 0.9}, value=0.65)
+    # Counted, it would end the start-up, and 0.55 is below the median at step 5 (0.65).
+    study, judged = _judged([0.5, 0.6, 0.7, 0.8], {2: 0.9}, value=0.55)
     assert not ParallelMedianPruner(n_startup_trials=5, n_warmup_steps=5).prune(study, judged)
     # Its value at step 2 does not lower the median at step 5 either.
     study, judged = _judged([0.5, 0.6, 0.7, 0.8, 0.9], {2: 0.1}, value=0.65)

@@ -124,11 +124,12 @@ def test_trials_to_start_count_the_live_ones_of_this_machine_as_finishing(
 ) -> None:
     """A worker starts no trial that the study does not need: those running in a live worker
     here will finish. One of a dead worker, of another host, or that has not yet said whose
-    it is, may never finish, so it is not counted."""
+    it is, may never finish, so it is not counted; nor is one that names this process,
+    which runs no trial while it counts: its id once belonged to a worker that died."""
     import os
     import socket
 
-    from ..sweep.storage import open_storage
+    from ..sweep.storage import open_storage, this_worker
     from ..sweep.worker import to_start
 
     study = optuna.create_study(storage=open_storage(f"journal:{tmp_path / 'study.journal'}"))
@@ -137,9 +138,10 @@ def test_trials_to_start_count_the_live_ones_of_this_machine_as_finishing(
     gone = 2**22 + 1  # above the largest process id Linux and macOS hand out
     host = socket.gethostname()
     workers = [
-        {"host": host, "pid": os.getpid()},
+        {"host": host, "pid": os.getppid()},  # alive: the process that started this one
         {"host": host, "pid": gone},
-        {"host": "elsewhere", "pid": os.getpid()},
+        {"host": "elsewhere", "pid": os.getppid()},
+        this_worker(),
         None,
     ]
     for worker in workers:
@@ -148,3 +150,16 @@ def test_trials_to_start_count_the_live_ones_of_this_machine_as_finishing(
             running.set_user_attr("worker", worker)
     assert to_start(study, 5) == 5 - 2 - 1
     assert to_start(study, 3) == 0
+
+
+def test_a_process_that_took_a_dead_workers_id_is_not_taken_for_it() -> None:
+    """Where the system gives a process's start time (/proc), a worker record is alive only
+    if the process with its id started when the worker did."""
+    import os
+
+    from ..sweep.storage import _alive, this_worker
+
+    parent = {**this_worker(), "pid": os.getppid(), "started": None}
+    assert _alive(parent)
+    own_start = {**parent, "started": this_worker()["started"]}
+    assert _alive(own_start) == (this_worker()["started"] is None)

@@ -101,33 +101,38 @@ def test_two_workers_share_the_study_and_stop_at_the_total(tmp_path: Path) -> No
     args = _sweep_args(tmp_path, 4, *TINY)
     study = sweep_main([*args[:5], "--workers=2", *args[5:]])
     finished = [t for t in study.trials if t.state == TrialState.COMPLETE]
-    assert 4 <= len(finished) <= 5  # K workers finish at most K - 1 more than asked
+    # Workers on one machine start no trial the study does not need; two that finish at
+    # the same instant may still start one each.
+    assert 4 <= len(finished) <= 5
     workers = {t.user_attrs["worker"]["pid"] for t in finished}
     assert len(workers) == 2  # this process ran trials, and so did the one beside it
     assert (tmp_path / "sweeps" / "regression" / "best.yaml").is_file()
 
 
 @pytest.mark.cli
-def test_a_study_whose_trials_all_diverge_stops_after_as_many_as_were_asked_for(
+def test_diverging_trials_fail_and_the_sweep_gives_up_after_as_many_in_a_row_as_asked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A diverging trial is FAIL and the worker runs the next one; when --trials of them in
-    a row have failed, the sweep stops with one error line instead of sampling forever."""
+    """A diverging trial is FAIL and the worker runs the next one, even when the study
+    needed only one more; when --trials of them in a row have failed, the sweep stops with
+    one error line instead of sampling forever."""
+    args = _sweep_args(tmp_path, 2, *TINY)
+    sweep_main(args)
     diverging = {
         **SPACE["parameters"],
         "model.learning_rate": {"type": "float", "low": 1.0e20, "high": 1.0e21, "log": True},
     }
-    args = _sweep_args(tmp_path, 2, *TINY)
     _space(tmp_path, {**SPACE, "parameters": diverging})  # in place of the space args names
+    capsys.readouterr()
     with pytest.raises(SystemExit) as stop:
-        sweep_main(args)
+        sweep_main([arg.replace("--trials=2", "--trials=3") for arg in args])
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "error: 2 trials in a row failed: see the warnings above"
+        "error: 3 trials in a row failed: see the warnings above"
     )
     journal = open_storage(f"journal:{tmp_path / 'sweeps' / 'regression' / 'study.journal'}")
-    failed = optuna.load_study(study_name="regression", storage=journal).trials
-    assert [t.state for t in failed] == [TrialState.FAIL, TrialState.FAIL]
+    states = [t.state for t in optuna.load_study(study_name="regression", storage=journal).trials]
+    assert states == [TrialState.COMPLETE] * 2 + [TrialState.FAIL] * 3
 
 
 @pytest.mark.slow
