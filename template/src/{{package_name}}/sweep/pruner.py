@@ -47,16 +47,16 @@ class _WithRunning:
     def get_trials(
         self, deepcopy: bool = True, states: Container[TrialState] | None = None
     ) -> Sequence[FrozenTrial]:
-        trials = self._study.get_trials(deepcopy=deepcopy, states=states)
         if states is None or TrialState.COMPLETE not in states or TrialState.RUNNING in states:
-            return trials
+            return self._study.get_trials(deepcopy=deepcopy, states=states)
         step = self._trial.last_step
-        running = self._study.get_trials(deepcopy=deepcopy, states=(TrialState.RUNNING,))
-        return [
-            *trials,
-            *(
-                other
-                for other in running
-                if other.number != self._trial.number and step in other.intermediate_values
-            ),
+        return [  # one read of the study: the asked states, and the running trials past step
+            other
+            for other in self._study.get_trials(deepcopy=deepcopy)
+            if other.state in states
+            or (
+                other.state == TrialState.RUNNING
+                and other.number != self._trial.number
+                and step in other.intermediate_values
+            )
         ]
