@@ -10,8 +10,8 @@ and gradient clipping, one torch thread.
   categorical log-probability by ``log_softmax``, the clipped surrogate plus half the
   squared value error, advantages normalised per minibatch, ``clip_grad_norm_``, and the
   Adam that ``PPOModule.configure_optimizers`` builds at full precision (fused), on a
-  random rollout of the config's size, minibatches by ``randperm``; per rollout, the
-  statistics' means go to Python as ours do.
+  random rollout of the config's size, minibatches as ``PPOModule`` takes them; per
+  rollout, the statistics' means go to Python as ours do.
 - Floor: the raw loop's update run by Lightning's ``Trainer(barebones=True)`` with manual
   optimization, through the same calls ``PPOModule`` makes (``zero_grad``,
   ``manual_backward``, ``clip_gradients``, ``step``) and nothing else of ours: what
@@ -82,6 +82,16 @@ def _setup(model: dict, fused: bool):
     return actor, critic, rollout
 
 
+def _minibatches(size: int, minibatch: int):
+    """Each pass's rows, as ``PPOModule.minibatches`` takes them: shuffled minibatches, or
+    the whole rollout as it is when one minibatch holds it."""
+    import torch
+
+    if minibatch == size:
+        return [slice(None)]
+    return torch.randperm(size).split(minibatch)
+
+
 def _loss(model: dict, actor, critic, rollout: dict, rows):
     """The clipped surrogate plus half the squared value error, and the statistics."""
     import torch
@@ -120,7 +130,7 @@ def raw(model: dict, rollouts: int, fused: bool) -> float:
     for _ in range(rollouts):
         statistics_rows = []
         for _ in range(model["update_epochs"]):
-            for rows in torch.randperm(size).split(minibatch):
+            for rows in _minibatches(size, minibatch):
                 loss, row = _loss(model, actor, critic, rollout, rows)
                 statistics_rows.append(row)
                 optimizer.zero_grad()
@@ -156,7 +166,7 @@ def floor(model: dict, rollouts: int, fused: bool) -> float:
             optimizer = self.optimizers()
             statistics_rows = []
             for _ in range(model["update_epochs"]):
-                for rows in torch.randperm(size).split(minibatch):
+                for rows in _minibatches(size, minibatch):
                     loss, row = _loss(model, self.actor, self.critic, rollout, rows)
                     statistics_rows.append(row)
                     optimizer.zero_grad()

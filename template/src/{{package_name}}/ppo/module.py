@@ -75,7 +75,9 @@ def ppo_loss(
     policy_loss = clipped_surrogate_loss(log_prob, old_log_prob, advantages, clip_coef)
     critic_loss = value_loss(values, minibatch.old_values, minibatch.returns, value_clip_coef)
     entropy_mean = entropy_bonus(entropy)
-    loss = policy_loss + value_coef * critic_loss - entropy_coef * entropy_mean
+    loss = policy_loss + value_coef * critic_loss
+    if entropy_coef:  # without the bonus, backward need not go through the entropy
+        loss = loss - entropy_coef * entropy_mean
     with torch.no_grad():
         kl = approx_kl(log_prob, old_log_prob)
         clipped = clip_fraction(log_prob, old_log_prob, clip_coef)
@@ -299,10 +301,10 @@ class PPOModule(L.LightningModule):
         clip_coef = self.clip_coef * (remaining if self.anneal_clip else 1.0)
         statistics = []
         for _ in range(self.update_epochs):
-            for rows in torch.randperm(self.rollout_size).split(self.minibatch_size):
+            for minibatch in self.minibatches(batch):
                 loss, minibatch_statistics = ppo_loss(
                     self.agent,
-                    batch.select(rows),
+                    minibatch,
                     clip_coef,
                     self.value_clip_coef,
                     self.value_coef,
@@ -325,6 +327,15 @@ class PPOModule(L.LightningModule):
         return dict(zip(STATISTICS, means, strict=True)) | {
             "learning_rate": optimizer.param_groups[0]["lr"]
         }
+
+    def minibatches(self, rollout: Samples) -> Iterator[Samples]:
+        """One pass over ``rollout`` in shuffled minibatches. A single minibatch is the
+        rollout as it is: its mean loss does not depend on the order of its rows."""
+        if self.minibatch_size == self.rollout_size:
+            yield rollout
+            return
+        for rows in torch.randperm(self.rollout_size).split(self.minibatch_size):
+            yield rollout.select(rows)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         # Fused: one kernel updates every parameter (CPU and CUDA), instead of a dozen small
