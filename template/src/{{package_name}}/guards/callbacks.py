@@ -112,7 +112,8 @@ class NonFiniteError(RuntimeError):
 class NonFiniteLocator(Callback):
     """Stops training at the first non-finite loss or gradient and says where it came from.
 
-    The check runs in ``on_before_optimizer_step``: after backward, before the weights move.
+    The check runs in ``on_before_optimizer_step``: after backward, before the weights move,
+    on the loss and on the gradients of the parameters that the optimizer is about to move.
     On a hit the report (also written to ``nonfinite_report.txt``) names the first submodule,
     by qualified name, whose output held a NaN or Inf in a replay of ``training_step``, with
     its inputs' range, and lists non-finite parameters and gradients; the batch is saved to
@@ -146,7 +147,10 @@ class NonFiniteLocator(Callback):
     ) -> None:
         losses, self._losses = self._losses, []
         scaled = getattr(trainer.precision_plugin, "scaler", None) is not None
-        grads = [] if scaled else [p.grad for p in pl_module.parameters() if p.grad is not None]
+        # The gradients this step applies, from the optimizer's own list: walking the
+        # module tree for them would cost more than their norms.
+        moved = [] if scaled else [p for group in optimizer.param_groups for p in group["params"]]
+        grads = [p.grad for p in moved if p.grad is not None]
         norms = torch._foreach_norm(grads) if grads else []  # pyright: ignore[reportPrivateImportUsage]
         values = [loss for _, _, loss in losses] + list(norms)
         if not values or math.isfinite(torch.stack(values).sum().item()):
