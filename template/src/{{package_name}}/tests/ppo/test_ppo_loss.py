@@ -8,6 +8,7 @@ import pytest
 import torch
 from einops import rearrange
 from jaxtyping import TypeCheckError
+from torch.distributions import Categorical
 
 from ...ppo.agent import ActorCritic
 from ...ppo.module import STATISTICS, ppo_loss
@@ -107,3 +108,23 @@ def test_select_keeps_every_field_row_aligned() -> None:
         torch.testing.assert_close(
             getattr(chosen, column.name), getattr(samples, column.name)[rows]
         )
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_discrete_evaluate_matches_a_categorical(batch: int) -> None:
+    """The ``log_softmax`` path gives a ``Categorical``'s log-probabilities, entropies and
+    gradients, row by row."""
+    agent = ActorCritic(4, gym.spaces.Discrete(3), (8,))
+    observations, actions = torch.randn(batch, 4), torch.randint(0, 3, (batch,))
+    log_prob, entropy, _ = agent.evaluate(observations, actions)
+    weights = list(agent.actor.parameters())
+    distribution = Categorical(logits=agent.actor(observations))
+    expected_log_prob, expected_entropy = distribution.log_prob(actions), distribution.entropy()
+    torch.testing.assert_close(log_prob, expected_log_prob)
+    torch.testing.assert_close(entropy, expected_entropy)
+    ours = torch.autograd.grad((log_prob + entropy).sum(), weights)
+    theirs = torch.autograd.grad((expected_log_prob + expected_entropy).sum(), weights)
+    for got, want in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(got, want)
+    with pytest.raises(TypeCheckError, match="action"):
+        agent.evaluate(observations, rearrange(actions, "batch -> batch 1"))
