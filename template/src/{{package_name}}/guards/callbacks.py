@@ -148,7 +148,7 @@ class NonFiniteLocator(Callback):
         losses, self._losses = self._losses, []
         scaled = getattr(trainer.precision_plugin, "scaler", None) is not None
         # The gradients this step applies, from the optimizer's own list: walking the
-        # module tree for them would cost more than their norms.
+        # module tree for them cost as much as their norms.
         moved = [] if scaled else [p for group in optimizer.param_groups for p in group["params"]]
         grads = [p.grad for p in moved if p.grad is not None]
         norms = torch._foreach_norm(grads) if grads else []  # pyright: ignore[reportPrivateImportUsage]
@@ -156,9 +156,12 @@ class NonFiniteLocator(Callback):
         if not values or math.isfinite(torch.stack(values).sum().item()):
             return
         # The sum of huge finite gradient norms can overflow: confirm element-wise.
-        bad_grads = _parameter_names(
-            pl_module, lambda p: p.grad is not None and not _all_finite(p.grad)
-        )
+        names = {id(p): name for name, p in pl_module.named_parameters()}
+        bad_grads = [
+            names.get(id(p), "a parameter outside the module")
+            for p in moved
+            if p.grad is not None and not _all_finite(p.grad)
+        ]
         bad_losses = [entry for entry in losses if not _all_finite(entry[2])]
         if bad_losses or (bad_grads and not scaled):
             suspects = bad_losses or losses or [(self._batch_idx, self._batch, values[0])]

@@ -14,6 +14,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 from torch.distributions import Categorical, Distribution, Independent, Normal
+from torch.nn import functional as F
 
 from ..nets import MLP, ScalarMLP
 from ..shapes import Float, Int, Tensor, compiled, typechecked
@@ -93,8 +94,11 @@ class ActorCritic(nn.Module):
         """
         if self.discrete:
             log_probs = torch.log_softmax(self._actor_output(observation), dim=-1)
-            log_prob = log_probs[torch.arange(len(action), device=action.device), action]
-            entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
+            # Each row's log-probability of its action; nll_loss refuses one out of range.
+            log_prob = -F.nll_loss(log_probs, action.long(), reduction="none")
+            # Clamped as in Categorical: an action of probability 0 adds 0, not 0 * -inf.
+            finite = log_probs.clamp(min=torch.finfo(log_probs.dtype).min)
+            entropy = -(log_probs.exp() * finite).sum(dim=-1)
         else:
             distribution = self._distribution(observation)
             log_prob, entropy = distribution.log_prob(action), distribution.entropy()

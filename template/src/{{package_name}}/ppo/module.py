@@ -2,10 +2,11 @@
 
 Each "batch" the Trainer sees is one fresh rollout: ``train_dataloader`` is a stream that
 collects it with the current policy and computes its advantages. ``training_step`` then
-reads like the algorithm: ``update_epochs`` passes of shuffled minibatches, each an
-optimizer step on :func:`ppo_loss` with global gradient-norm clipping, stopping early past
-``target_kl``. Optimization is manual because one rollout feeds many optimizer steps;
-Lightning still owns devices, DDP (``manual_backward`` syncs gradients) and checkpoints.
+reads like the algorithm: ``update_epochs`` passes of shuffled minibatches (or of the whole
+rollout, unshuffled, when it is one minibatch), each an optimizer step on :func:`ppo_loss`
+with global gradient-norm clipping, stopping early past ``target_kl``. Optimization is
+manual because one rollout feeds many optimizer steps; Lightning still owns devices, DDP
+(``manual_backward`` syncs gradients) and checkpoints.
 
 The stream has a length, so Lightning does not prefetch: a rollout is collected only after
 the previous update's last optimizer step, never with a stale policy.
@@ -76,7 +77,7 @@ def ppo_loss(
     critic_loss = value_loss(values, minibatch.old_values, minibatch.returns, value_clip_coef)
     entropy_mean = entropy_bonus(entropy)
     loss = policy_loss + value_coef * critic_loss
-    if entropy_coef:  # without the bonus, backward need not go through the entropy
+    if entropy_coef:  # without the bonus, backward skips the entropy (it is only logged)
         loss = loss - entropy_coef * entropy_mean
     with torch.no_grad():
         kl = approx_kl(log_prob, old_log_prob)

@@ -11,7 +11,7 @@ from jaxtyping import TypeCheckError
 from torch.distributions import Categorical
 
 from ...ppo.agent import ActorCritic
-from ...ppo.module import STATISTICS, ppo_loss
+from ...ppo.module import STATISTICS, PPOModule, ppo_loss
 from ...ppo.rollout import Samples
 from ...shapes import Float, Tensor
 
@@ -110,16 +110,22 @@ def test_select_keeps_every_field_row_aligned() -> None:
         )
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
 @pytest.mark.parametrize("batch", [1, 5])
-def test_discrete_evaluate_matches_a_categorical(batch: int) -> None:
+def test_discrete_evaluate_matches_a_categorical(batch: int, dtype: torch.dtype) -> None:
     """The ``log_softmax`` path gives a ``Categorical``'s log-probabilities, entropies and
-    gradients, row by row."""
+    gradients, row by row, on a policy far from uniform; an action out of range raises."""
+    torch.manual_seed(0)
     agent = ActorCritic(4, gym.spaces.Discrete(3), (8,))
-    observations, actions = torch.randn(batch, 4), torch.randint(0, 3, (batch,))
+    for weight in agent.actor.parameters():
+        torch.nn.init.normal_(weight, std=2.0)  # distinct probabilities, not near 1/3 each
+    observations = torch.randn(batch, 4)
+    actions = ((torch.arange(batch) + 2) % 3).to(dtype)  # the last action first
     log_prob, entropy, _ = agent.evaluate(observations, actions)
     weights = list(agent.actor.parameters())
     distribution = Categorical(logits=agent.actor(observations))
-    expected_log_prob, expected_entropy = distribution.log_prob(actions), distribution.entropy()
+    expected_log_prob = distribution.log_prob(actions)
+    expected_entropy = distribution.entropy()
     torch.testing.assert_close(log_prob, expected_log_prob)
     torch.testing.assert_close(entropy, expected_entropy)
     ours = torch.autograd.grad((log_prob + entropy).sum(), weights)
@@ -128,3 +134,40 @@ def test_discrete_evaluate_matches_a_categorical(batch: int) -> None:
         torch.testing.assert_close(got, want)
     with pytest.raises(TypeCheckError, match="action"):
         agent.evaluate(observations, rearrange(actions, "batch -> batch 1"))
+    for wrong in (-1, 3):
+        with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
+            agent.evaluate(observations, torch.full((batch,), wrong, dtype=dtype))
+
+
+def test_a_gaussian_log_std_gets_a_gradient_without_an_entropy_bonus() -> None:
+    """With ``entropy_coef`` 0 the entropy leaves the loss, but the log-std still learns
+    through the log-probabilities (and DDP needs every trainable parameter to get one)."""
+    agent = ActorCritic(3, gym.spaces.Box(-1.0, 1.0, (2,)), (8,))
+    observations, actions = torch.randn(5, 3), torch.randn(5, 2)
+    with torch.no_grad():
+        old_log_prob, _, old_values = agent.evaluate(observations, actions)
+    minibatch = Samples(
+        observations=observations,
+        actions=actions,
+        old_log_prob=old_log_prob,
+        old_values=old_values,
+        advantages=torch.randn(5),
+        returns=torch.randn(5),
+    )
+    loss, _ = ppo_loss(agent, minibatch, 0.2, None, 0.5, 0.0, True)
+    loss.backward()
+    assert agent.log_std.grad is not None and bool(agent.log_std.grad.abs().sum() > 0)
+
+
+@pytest.mark.parametrize("num_minibatches", [1, 4])
+def test_each_pass_covers_every_row_once(num_minibatches: int) -> None:
+    """One minibatch is the rollout itself; several are a shuffled partition of its rows."""
+    module = PPOModule(num_envs=2, num_steps=8, num_minibatches=num_minibatches)
+    rollout = Samples(**_columns(16))
+    minibatches = list(module.minibatches(rollout))
+    assert len(minibatches) == num_minibatches
+    assert all(len(minibatch.returns) == 16 // num_minibatches for minibatch in minibatches)
+    if num_minibatches == 1:
+        assert minibatches[0] is rollout
+    seen = sorted(torch.cat([minibatch.returns for minibatch in minibatches]).tolist())
+    assert seen == sorted(rollout.returns.tolist())
