@@ -147,6 +147,29 @@ def test_nan_born_in_backward_names_the_gradient(tmp_path: Path) -> None:
     assert report.splitlines()[-1].startswith(summary)
 
 
+class OutsideTheModule(Tiny):
+    """Also optimizes a tensor that is no parameter of the module; its gradient turns NaN."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.ones(1, requires_grad=True)  # a plain tensor: not in parameters()
+
+    def on_after_backward(self) -> None:
+        self.scale.grad = torch.full_like(self.scale, math.nan)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD([*self.parameters(), self.scale], lr=0.1)
+
+
+def test_a_nan_gradient_outside_the_module_still_stops_the_step(tmp_path: Path) -> None:
+    """The check reads the optimizer's parameters, so it sees one the module does not hold."""
+    with pytest.raises(NonFiniteError) as caught:
+        _fit(tmp_path, OutsideTheModule(), _features(), callbacks=[NonFiniteLocator()])
+    report = str(caught.value)
+    assert "parameters with non-finite gradients: a parameter outside the module" in report
+    assert report.splitlines()[-1].startswith("non-finite gradient in a parameter outside")
+
+
 class SqrtOfZero(nn.Module):
     """Adds sqrt(0): a finite forward whose backward divides by zero."""
 
