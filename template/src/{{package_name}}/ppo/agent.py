@@ -71,7 +71,17 @@ class ActorCritic(nn.Module):
 
     @typechecked
     def sample(self, observation: Float[Tensor, "batch feature"]) -> Action:
-        """Draw an action for each row from the current policy."""
+        """Draw an action for each row from the current policy.
+
+        A discrete draw is the argmax of the logits plus Gumbel noise (minus the log of a
+        unit exponential): an exact sample from their softmax. It is how ``Categorical``
+        draws one sample too (through ``torch.multinomial``), so a seed gives the same
+        actions; building a ``Categorical`` first normalises the logits and takes a softmax,
+        which on a rollout step of a few rows costs more than the network.
+        """
+        if self.discrete:
+            logits = self._actor_output(observation).float()  # bf16 noise would be coarse
+            return (logits - torch.empty_like(logits).exponential_().log()).argmax(dim=-1)
         return self._distribution(observation).sample()
 
     @typechecked

@@ -6,9 +6,10 @@ from dataclasses import dataclass, fields
 import gymnasium as gym
 import pytest
 import torch
-from einops import rearrange
+from einops import rearrange, repeat
 from jaxtyping import TypeCheckError
 from torch.distributions import Categorical
+from torch.nn import functional as F
 
 from ...ppo.agent import ActorCritic
 from ...ppo.module import STATISTICS, PPOModule, ppo_loss
@@ -137,6 +138,28 @@ def test_discrete_evaluate_matches_a_categorical(batch: int, dtype: torch.dtype)
     for wrong in (-1, 3):
         with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
             agent.evaluate(observations, torch.full((batch,), wrong, dtype=dtype))
+
+
+def test_a_discrete_draw_follows_the_softmax_of_the_logits() -> None:
+    """Over many draws, each row's action frequencies are its softmax probabilities (within
+    five standard errors), on a policy far from uniform; one row draws one action."""
+    torch.manual_seed(0)
+    agent = ActorCritic(4, gym.spaces.Discrete(3), (8,))
+    for weight in agent.actor.parameters():
+        torch.nn.init.normal_(weight, std=1.0)
+    observations = torch.randn(3, 4)
+    draws = 20_000
+    with torch.no_grad():
+        probabilities = torch.softmax(agent.actor(observations), dim=-1)
+        assert agent.sample(observations[:1]).shape == (1,)
+        stacked = repeat(observations, "batch feature -> (draw batch) feature", draw=draws)
+        drawn = rearrange(agent.sample(stacked), "(draw batch) -> draw batch", draw=draws)
+    frequencies = F.one_hot(drawn, 3).float().mean(dim=0)
+    standard_error = (probabilities * (1 - probabilities) / draws).sqrt()
+    assert bool(((frequencies - probabilities).abs() <= 5 * standard_error + 1e-4).all()), (
+        frequencies,
+        probabilities,
+    )
 
 
 def test_a_gaussian_log_std_gets_a_gradient_without_an_entropy_bonus() -> None:
