@@ -188,8 +188,10 @@ def floor(model: dict, rollouts: int, fused: bool) -> float:
 
     module = Floor()
     trainer = L.Trainer(barebones=True, max_epochs=1, accelerator="cpu", devices=1)
-    trainer.fit(module, [torch.zeros(1)] * rollouts)
-    return module.seconds / trainer.global_step
+    trainer.fit(module, range(rollouts))  # one batch a rollout (a list would be one batch)
+    steps = rollouts * model["update_epochs"] * model["num_minibatches"]
+    assert trainer.global_step == steps, f"the floor took {trainer.global_step} steps, not {steps}"
+    return module.seconds / steps
 
 
 def main() -> None:
