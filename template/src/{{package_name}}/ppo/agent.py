@@ -77,10 +77,14 @@ class ActorCritic(nn.Module):
         unit exponential): an exact sample from their softmax. It is how ``Categorical``
         draws one sample too (through ``torch.multinomial``), so a seed gives the same
         actions; building a ``Categorical`` first normalises the logits and takes a softmax,
-        which on a rollout step of a few rows costs more than the network.
+        which on a rollout step of a few rows costs more than the network. A NaN or +inf
+        logit (from a NaN observation, say) raises, as ``torch.multinomial`` does; argmax
+        alone would quietly pick it.
         """
         if self.discrete:
             logits = self._actor_output(observation).float()  # bf16 noise would be coarse
+            if not bool((logits < torch.inf).all()):  # NaN compares False; -inf is a mask
+                raise ValueError(f"the policy's logits are NaN or +inf: {logits}")
             return (logits - torch.empty_like(logits).exponential_().log()).argmax(dim=-1)
         return self._distribution(observation).sample()
 

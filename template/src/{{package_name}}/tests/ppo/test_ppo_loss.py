@@ -162,6 +162,26 @@ def test_a_discrete_draw_follows_the_softmax_of_the_logits() -> None:
     )
 
 
+def test_a_discrete_draw_refuses_a_nan_or_infinite_logit() -> None:
+    """A NaN observation, or a +inf logit, makes the draw raise instead of acting on it;
+    a -inf logit (a masked action) is never drawn. One row is enough to raise."""
+    agent = ActorCritic(4, gym.spaces.Discrete(3), (8,))
+    observation = torch.randn(1, 4)
+    observation[0, 2] = torch.nan
+    with torch.no_grad(), pytest.raises(ValueError, match="NaN or \\+inf"):
+        agent.sample(observation)
+    last = [layer for layer in agent.actor.modules() if isinstance(layer, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.copy_(torch.tensor([0.0, torch.inf, 0.0]))
+        with pytest.raises(ValueError, match="NaN or \\+inf"):
+            agent.sample(torch.randn(5, 4))
+        last.bias.copy_(torch.tensor([0.0, -torch.inf, 0.0]))
+        drawn = agent.sample(torch.randn(1000, 4))
+    assert not bool((drawn == 1).any())
+    assert bool((drawn == 0).any()) and bool((drawn == 2).any())
+
+
 def test_a_gaussian_log_std_gets_a_gradient_without_an_entropy_bonus() -> None:
     """With ``entropy_coef`` 0 the entropy leaves the loss, but the log-std still learns
     through the log-probabilities (and DDP needs every trainable parameter to get one)."""
