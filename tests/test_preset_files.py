@@ -159,6 +159,7 @@ PPO = [
     f"{PACKAGE}/ppo/rollout.py",
     f"{PACKAGE}/ppo/solved.py",
     f"{TESTS}/ppo/__init__.py",
+    f"{TESTS}/ppo/test_agent.py",
     f"{TESTS}/ppo/test_bad_input.py",
     f"{TESTS}/ppo/test_compile_and_precision.py",
     f"{TESTS}/ppo/test_enjoy.py",

@@ -74,17 +74,18 @@ class ActorCritic(nn.Module):
         """Draw an action for each row from the current policy.
 
         A discrete draw is the argmax of the logits plus Gumbel noise (minus the log of a
-        unit exponential): an exact sample from their softmax. It is how ``Categorical``
-        draws one sample too (through ``torch.multinomial``), so a seed gives the same
-        actions; building a ``Categorical`` first normalises the logits and takes a softmax,
-        which on a rollout step of a few rows costs more than the network. A NaN or +inf
-        logit (from a NaN observation, say) raises, as ``torch.multinomial`` does; argmax
-        alone would quietly pick it.
+        unit exponential): an exact sample from their softmax. ``torch.multinomial``, which
+        ``Categorical`` samples with, draws one sample the same way, so in float32 with
+        PyTorch 2.13 a seed gives the same actions as before; building a ``Categorical``
+        normalises the logits and takes a softmax first, about a third of a rollout step's
+        policy call on a few rows. A row whose largest logit is NaN, +inf or -inf (a NaN
+        observation, say, or every action masked) raises, as ``torch.multinomial`` does;
+        argmax alone would quietly pick an action.
         """
         if self.discrete:
             logits = self._actor_output(observation).float()  # bf16 noise would be coarse
-            if not bool((logits < torch.inf).all()):  # NaN compares False; -inf is a mask
-                raise ValueError(f"the policy's logits are NaN or +inf: {logits}")
+            if not bool(torch.isfinite(logits.amax(dim=-1)).all()):  # amax keeps a NaN
+                raise ValueError(f"a row of the policy's logits has no finite maximum: {logits}")
             return (logits - torch.empty_like(logits).exponential_().log()).argmax(dim=-1)
         return self._distribution(observation).sample()
 

@@ -6,10 +6,8 @@ from dataclasses import dataclass, fields
 import gymnasium as gym
 import pytest
 import torch
-from einops import rearrange, repeat
+from einops import rearrange
 from jaxtyping import TypeCheckError
-from torch.distributions import Categorical
-from torch.nn import functional as F
 
 from ...ppo.agent import ActorCritic
 from ...ppo.module import STATISTICS, PPOModule, ppo_loss
@@ -109,77 +107,6 @@ def test_select_keeps_every_field_row_aligned() -> None:
         torch.testing.assert_close(
             getattr(chosen, column.name), getattr(samples, column.name)[rows]
         )
-
-
-@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
-@pytest.mark.parametrize("batch", [1, 5])
-def test_discrete_evaluate_matches_a_categorical(batch: int, dtype: torch.dtype) -> None:
-    """The ``log_softmax`` path gives a ``Categorical``'s log-probabilities, entropies and
-    gradients, row by row, on a policy far from uniform; an action out of range raises."""
-    torch.manual_seed(0)
-    agent = ActorCritic(4, gym.spaces.Discrete(3), (8,))
-    for weight in agent.actor.parameters():
-        torch.nn.init.normal_(weight, std=2.0)  # distinct probabilities, not near 1/3 each
-    observations = torch.randn(batch, 4)
-    actions = ((torch.arange(batch) + 2) % 3).to(dtype)  # the last action first
-    log_prob, entropy, _ = agent.evaluate(observations, actions)
-    weights = list(agent.actor.parameters())
-    distribution = Categorical(logits=agent.actor(observations))
-    expected_log_prob = distribution.log_prob(actions)
-    expected_entropy = distribution.entropy()
-    torch.testing.assert_close(log_prob, expected_log_prob)
-    torch.testing.assert_close(entropy, expected_entropy)
-    ours = torch.autograd.grad((log_prob + entropy).sum(), weights)
-    theirs = torch.autograd.grad((expected_log_prob + expected_entropy).sum(), weights)
-    for got, want in zip(ours, theirs, strict=True):
-        torch.testing.assert_close(got, want)
-    with pytest.raises(TypeCheckError, match="action"):
-        agent.evaluate(observations, rearrange(actions, "batch -> batch 1"))
-    for wrong in (-1, 3):
-        with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
-            agent.evaluate(observations, torch.full((batch,), wrong, dtype=dtype))
-
-
-def test_a_discrete_draw_follows_the_softmax_of_the_logits() -> None:
-    """Over many draws, each row's action frequencies are its softmax probabilities (within
-    five standard errors), on a policy far from uniform; one row draws one action."""
-    torch.manual_seed(0)
-    agent = ActorCritic(4, gym.spaces.Discrete(3), (8,))
-    for weight in agent.actor.parameters():
-        torch.nn.init.normal_(weight, std=1.0)
-    observations = torch.randn(3, 4)
-    draws = 20_000
-    with torch.no_grad():
-        probabilities = torch.softmax(agent.actor(observations), dim=-1)
-        assert agent.sample(observations[:1]).shape == (1,)
-        stacked = repeat(observations, "batch feature -> (draw batch) feature", draw=draws)
-        drawn = rearrange(agent.sample(stacked), "(draw batch) -> draw batch", draw=draws)
-    frequencies = F.one_hot(drawn, 3).float().mean(dim=0)
-    standard_error = (probabilities * (1 - probabilities) / draws).sqrt()
-    assert bool(((frequencies - probabilities).abs() <= 5 * standard_error + 1e-4).all()), (
-        frequencies,
-        probabilities,
-    )
-
-
-def test_a_discrete_draw_refuses_a_nan_or_infinite_logit() -> None:
-    """A NaN observation, or a +inf logit, makes the draw raise instead of acting on it;
-    a -inf logit (a masked action) is never drawn. One row is enough to raise."""
-    agent = ActorCritic(4, gym.spaces.Discrete(3), (8,))
-    observation = torch.randn(1, 4)
-    observation[0, 2] = torch.nan
-    with torch.no_grad(), pytest.raises(ValueError, match="NaN or \\+inf"):
-        agent.sample(observation)
-    last = [layer for layer in agent.actor.modules() if isinstance(layer, torch.nn.Linear)][-1]
-    with torch.no_grad():
-        last.weight.zero_()
-        last.bias.copy_(torch.tensor([0.0, torch.inf, 0.0]))
-        with pytest.raises(ValueError, match="NaN or \\+inf"):
-            agent.sample(torch.randn(5, 4))
-        last.bias.copy_(torch.tensor([0.0, -torch.inf, 0.0]))
-        drawn = agent.sample(torch.randn(1000, 4))
-    assert not bool((drawn == 1).any())
-    assert bool((drawn == 0).any()) and bool((drawn == 2).any())
 
 
 def test_a_gaussian_log_std_gets_a_gradient_without_an_entropy_bonus() -> None:
