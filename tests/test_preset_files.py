@@ -28,7 +28,6 @@ CORE = [
     "noxfile.py",
     "pyproject.toml",
     "docs/shape_bugs.md",
-    "docs/audit.md",
     "docs/defences.md",
     "docs/shape_checks.md",
     f"{PACKAGE}/__init__.py",
@@ -38,12 +37,6 @@ CORE = [
     f"{PACKAGE}/metrics.py",
     f"{PACKAGE}/nets.py",
     f"{PACKAGE}/run_summary.py",
-    f"{PACKAGE}/pytest_plugin.py",
-    f"{PACKAGE}/audit/__init__.py",
-    f"{PACKAGE}/audit/__main__.py",
-    f"{PACKAGE}/audit/annotations.py",
-    f"{PACKAGE}/audit/command.py",
-    f"{PACKAGE}/audit/findings.py",
     f"{PACKAGE}/guards/__init__.py",
     f"{PACKAGE}/guards/broadcast.py",
     f"{PACKAGE}/guards/callbacks.py",
@@ -52,14 +45,11 @@ CORE = [
     f"{TESTS}/helpers/__init__.py",
     f"{TESTS}/helpers/annotation_cases.py",
     f"{TESTS}/helpers/annotation_reading.py",
-    f"{TESTS}/helpers/audit_scripts.py",
     f"{TESTS}/helpers/child_processes.py",
     f"{TESTS}/helpers/in_process_cli.py",
     f"{TESTS}/helpers/command_line.py",
     f"{TESTS}/helpers/paths.py",
     f"{TESTS}/test_annotation_cases.py",
-    f"{TESTS}/test_audit.py",
-    f"{TESTS}/test_audit_command_line.py",
     f"{TESTS}/test_broadcast_guard.py",
     f"{TESTS}/test_broadcast_masks.py",
     f"{TESTS}/test_conventions.py",
@@ -67,45 +57,26 @@ CORE = [
     f"{TESTS}/test_metrics.py",
     f"{TESTS}/test_nets.py",
     f"{TESTS}/test_nonfinite_locator_unit.py",
-    f"{TESTS}/test_pytest_plugin.py",
     f"{TESTS}/test_seed_bug.py",
     f"{TESTS}/test_shape_bug_catalog.py",
     f"{TESTS}/test_shapes.py",
 ]
 
-# Either example: the LightningCLI entry point, trainer presets and the Slurm script.
+# Either example: the LightningCLI entry point, its run files, trainer and logger presets.
 ANY_EXAMPLE = [
     "configs/logger/csv.yaml",
-    "configs/logger/mlflow.yaml",
     "configs/logger/tensorboard.yaml",
-    "configs/logger/wandb.yaml",
     "configs/trainer/cpu.yaml",
     "configs/trainer/ddp.yaml",
     "configs/trainer/gpu.yaml",
-    "configs/trainer/multi_node.yaml",
     "docs/bad_input.md",
     "docs/clusters.md",
     "docs/resuming.md",
     "docs/tracking.md",
-    "slurm/train.sbatch",
-    "slurm/sweep.sbatch",
-    "docs/sweeps.md",
-    f"{PACKAGE}/sweep/__init__.py",
-    f"{PACKAGE}/sweep/__main__.py",
-    f"{PACKAGE}/sweep/pruner.py",
-    f"{PACKAGE}/sweep/report.py",
-    f"{PACKAGE}/sweep/space.py",
-    f"{PACKAGE}/sweep/storage.py",
-    f"{PACKAGE}/sweep/trial.py",
-    f"{PACKAGE}/sweep/worker.py",
-    f"{TESTS}/test_sweep_pruner.py",
-    f"{TESTS}/test_sweep_space.py",
     f"{PACKAGE}/checkpoints.py",
     f"{PACKAGE}/cli.py",
     f"{PACKAGE}/errors.py",
-    f"{PACKAGE}/preemption.py",
     f"{PACKAGE}/tracking.py",
-    f"{TESTS}/helpers/cluster.py",
     f"{TESTS}/helpers/refusals.py",
     f"{TESTS}/test_quiet_start.py",
     f"{TESTS}/test_run_files.py",
@@ -115,7 +86,6 @@ ANY_EXAMPLE = [
 
 REGRESSION = [
     "configs/regression.yaml",
-    "configs/sweep/regression.yaml",
     "docs/predict.md",
     "docs/regression.md",
     f"{PACKAGE}/regression/__init__.py",
@@ -131,19 +101,16 @@ REGRESSION = [
     f"{TESTS}/regression/test_column.py",
     f"{TESTS}/regression/test_compile_and_precision.py",
     f"{TESTS}/regression/test_ddp_resume.py",
-    f"{TESTS}/regression/test_multi_node.py",
     f"{TESTS}/regression/test_nonfinite_locator.py",
     f"{TESTS}/regression/test_predict.py",
     f"{TESTS}/regression/test_regression.py",
     f"{TESTS}/regression/test_regression_guard.py",
-    f"{TESTS}/regression/test_sweep.py",
     f"{TESTS}/regression/test_table.py",
 ]
 
 PPO = [
     "configs/ppo.yaml",
     "configs/pendulum.yaml",
-    "configs/sweep/ppo.yaml",
     "docs/ppo_learning_curve.png",
     "docs/ppo.md",
     f"{PACKAGE}/policy_gradient.py",
@@ -159,26 +126,108 @@ PPO = [
     f"{PACKAGE}/ppo/rollout.py",
     f"{PACKAGE}/ppo/solved.py",
     f"{TESTS}/ppo/__init__.py",
+    f"{TESTS}/ppo/conftest.py",
     f"{TESTS}/ppo/test_agent.py",
     f"{TESTS}/ppo/test_bad_input.py",
     f"{TESTS}/ppo/test_compile_and_precision.py",
     f"{TESTS}/ppo/test_enjoy.py",
     f"{TESTS}/ppo/test_policy_gradient.py",
     f"{TESTS}/ppo/test_ppo.py",
-    f"{TESTS}/ppo/test_ppo_audit.py",
     f"{TESTS}/ppo/test_ppo_ddp.py",
     f"{TESTS}/ppo/test_ppo_guard.py",
     f"{TESTS}/ppo/test_ppo_loss.py",
-    f"{TESTS}/ppo/test_ppo_slurm.py",
-    f"{TESTS}/ppo/test_sweep.py",
 ]
 
-EXPECTED = {
-    "minimal": CORE,
-    "regression": CORE + ANY_EXAMPLE + REGRESSION,
-    "ppo": CORE + ANY_EXAMPLE + PPO,
-    "default": CORE + ANY_EXAMPLE + REGRESSION + PPO,
+# Each optional feature: its files with any example, then those it brings for one example.
+FEATURES: dict[str, tuple[list[str], dict[str, list[str]]]] = {
+    "include_sweeps": (
+        [
+            "docs/sweeps.md",
+            f"{PACKAGE}/sweep/__init__.py",
+            f"{PACKAGE}/sweep/__main__.py",
+            f"{PACKAGE}/sweep/pruner.py",
+            f"{PACKAGE}/sweep/report.py",
+            f"{PACKAGE}/sweep/space.py",
+            f"{PACKAGE}/sweep/storage.py",
+            f"{PACKAGE}/sweep/trial.py",
+            f"{PACKAGE}/sweep/worker.py",
+            f"{TESTS}/sweep/__init__.py",
+            f"{TESTS}/sweep/test_pruner.py",
+            f"{TESTS}/sweep/test_space.py",
+        ],
+        {
+            "regression": [
+                "configs/sweep/regression.yaml",
+                f"{TESTS}/sweep/test_regression_sweep.py",
+            ],
+            "ppo": ["configs/sweep/ppo.yaml", f"{TESTS}/sweep/test_ppo_sweep.py"],
+        },
+    ),
+    "include_audit": (
+        [
+            "docs/audit.md",
+            f"{PACKAGE}/pytest_plugin.py",
+            f"{PACKAGE}/audit/__init__.py",
+            f"{PACKAGE}/audit/__main__.py",
+            f"{PACKAGE}/audit/annotations.py",
+            f"{PACKAGE}/audit/command.py",
+            f"{PACKAGE}/audit/findings.py",
+            f"{TESTS}/audit/__init__.py",
+            f"{TESTS}/audit/scripts.py",
+            f"{TESTS}/audit/test_audit.py",
+            f"{TESTS}/audit/test_audit_command_line.py",
+            f"{TESTS}/audit/test_pytest_plugin.py",
+        ],
+        {"ppo": [f"{TESTS}/audit/test_ppo_audit.py"]},
+    ),
+    "include_cluster": (
+        [
+            "configs/trainer/multi_node.yaml",
+            "slurm/train.sbatch",
+            f"{PACKAGE}/preemption.py",
+            f"{TESTS}/cluster/__init__.py",
+            f"{TESTS}/cluster/allocation.py",
+            f"{TESTS}/cluster/test_sbatch.py",
+        ],
+        {
+            "regression": [f"{TESTS}/cluster/test_multi_node.py"],
+            "ppo": [f"{TESTS}/cluster/test_ppo_slurm.py"],
+        },
+    ),
+    "include_trackers": (
+        [
+            "configs/logger/mlflow.yaml",
+            "configs/logger/wandb.yaml",
+            f"{PACKAGE}/trackers.py",
+            f"{TESTS}/trackers/__init__.py",
+            f"{TESTS}/trackers/test_trackers.py",
+        ],
+        {},
+    ),
+    "include_video": ([], {"ppo": [f"{PACKAGE}/ppo/video.py", f"{TESTS}/ppo/test_video.py"]}),
 }
+ALL_FEATURES = [name for name in FEATURES]
+
+
+def expected(answers: dict[str, object]) -> list[str]:
+    """The files a project with these answers holds (an unnamed answer: its default)."""
+    examples = [name for name in ("regression", "ppo") if answers.get(f"include_{name}", True)]
+    files = list(CORE)
+    if examples:
+        files += ANY_EXAMPLE
+    files += REGRESSION if "regression" in examples else []
+    files += PPO if "ppo" in examples else []
+    for feature, (common, per_example) in FEATURES.items():
+        if answers.get(feature) and (examples or feature == "include_audit"):
+            files += common + [
+                name for example in examples for name in per_example.get(example, [])
+            ]
+    if answers.get("include_sweeps") and answers.get("include_cluster") and examples:
+        files.append("slurm/sweep.sbatch")
+    return files
+
+
+EXPECTED = {preset: expected(preset_answers(preset)) for preset in PRESETS}
 
 
 def _paths(project: Path) -> list[Path]:
@@ -214,13 +263,26 @@ def _assert_files(project: Path, expected: list[str]) -> None:
         pytest.fail(f"{project}\n{difference}", pytrace=False)
 
 
-def test_every_preset_has_a_file_list() -> None:
-    assert sorted(EXPECTED) == PRESETS
+def test_a_fresh_project_has_no_optional_feature(tmp_path: Path) -> None:
+    project = render(tmp_path / "project", {})
+    _assert_files(project, expected({}))
+    answers = (project / ".copier-answers.yml").read_text()
+    assert all(f"{feature}: false" in answers for feature in FEATURES)
+
+
+def test_the_full_preset_turns_every_feature_on() -> None:
+    assert all(preset_answers("full").get(feature) for feature in FEATURES)
 
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_preset_renders_exactly_its_files(preset: str, tmp_path: Path) -> None:
     _assert_files(render(tmp_path / "project", preset_answers(preset)), EXPECTED[preset])
+
+
+@pytest.mark.parametrize("feature", ALL_FEATURES)
+def test_a_feature_alone_adds_exactly_its_files(feature: str, tmp_path: Path) -> None:
+    answers = {feature: True}
+    _assert_files(render(tmp_path / "project", answers), expected(answers))
 
 
 def _committed_project(template: Path, destination: Path, preset: str) -> Path:

@@ -1,13 +1,19 @@
 """The template renders every preset into a clean, typed, passing project."""
 
+import ast
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import nox
 import pytest
 from conftest import ROOT, render
+from test_preset_files import FEATURES
+
+QUICK = "not slow and not cli"
+"""The generated projects' quick suite: no child process, no command line in-process."""
 
 JINJA_LEFT = re.compile(r"{{|{%|{#|%}|#}")
 GITHUB_EXPRESSION = re.compile(r"\$\{\{.*?\}\}")
@@ -61,6 +67,90 @@ def test_pyright_basic_is_clean(project: Path) -> None:
 def test_project_suite_passes(project: Path) -> None:
     done = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], project)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+
+
+@pytest.fixture(scope="session", params=list(FEATURES))
+def feature_project(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The default project with one optional feature on."""
+    return render(tmp_path_factory.mktemp(request.param) / "project", {request.param: True})
+
+
+def test_a_feature_alone_passes_lint_and_the_quick_suite(feature_project: Path) -> None:
+    for command in (
+        [sys.executable, "-m", "ruff", "check", "."],
+        [sys.executable, "-m", "ruff", "format", "--check", "."],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", QUICK],
+    ):
+        done = _run(command, feature_project)
+        assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+
+
+DISTRIBUTION = {"yaml": "pyyaml"}
+"""Import names that differ from the distribution that provides them."""
+
+
+def _declared(project: Path) -> tuple[set[str], set[str]]:
+    """The distributions a project declares: for its modules (dependencies and extras),
+    and for its tests and tools (those and the dev extra)."""
+    pyproject = nox.project.load_toml(project / "pyproject.toml")
+    extras = dict(pyproject["project"].get("optional-dependencies", {}))
+    dev = extras.pop("dev", [])
+
+    def names(requirements: list[str]) -> set[str]:
+        return {re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0].lower() for r in requirements}
+
+    runtime = names(pyproject["project"]["dependencies"]).union(*map(names, extras.values()))
+    return runtime, runtime | names(dev)
+
+
+def _import_problems(project: Path) -> list[str]:
+    """Relative imports of a module the render lacks, and third-party imports that the
+    render's pyproject.toml does not declare (a test's may be in the dev extra)."""
+    runtime, for_tests = _declared(project)
+    own = {path.name for path in (project / "src").iterdir()}
+    problems = []
+    for path in sorted(project.rglob("*.py")):
+        name = path.relative_to(project).as_posix()
+        test_time = "/tests/" in name or name in ("noxfile.py",) or path.stem == "pytest_plugin"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = path.parent
+                for _ in range(node.level - 1):
+                    base = base.parent
+                parts = node.module.split(".") if node.module else []
+                target = base.joinpath(*parts)
+                candidates = [target.with_suffix(".py"), target / "__init__.py"]
+                if not parts:  # "from . import x": x is a module or a name in __init__
+                    candidates = [base / "__init__.py"]
+                if not any(candidate.is_file() for candidate in candidates):
+                    problems.append(
+                        f"{name}:{node.lineno}: no module {'.' * node.level}{node.module}"
+                    )
+                continue
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module]
+            else:
+                continue
+            for module in modules:
+                top = module.split(".")[0]
+                if top in sys.stdlib_module_names or top in own:
+                    continue
+                distribution = DISTRIBUTION.get(top, top).lower()
+                if distribution not in (for_tests if test_time else runtime):
+                    problems.append(f"{name}:{node.lineno}: {top} is not declared")
+    return problems
+
+
+def test_every_import_of_a_preset_resolves_and_is_declared(project: Path) -> None:
+    assert _import_problems(project) == []
+
+
+def test_every_import_of_a_feature_alone_resolves_and_is_declared(feature_project: Path) -> None:
+    assert _import_problems(feature_project) == []
 
 
 @pytest.mark.parametrize(

@@ -5,14 +5,22 @@ tagged v1; the template then changes and is tagged v2. A project rendered from v
 edited by its user is updated to v2: the template's changes arrive, the user's edits stay,
 and where both changed the same line the file shows both, as Git-style markers (Copier's
 default), or takes the template's line and leaves the user's in a ``.rej`` file.
+
+A project rendered from the last commit before the optional features, updated with the
+command that ``_message_before_update`` names, keeps every feature and passes its quick suite.
 """
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Literal
 
 import copier
 import pytest
-from conftest import commit_all, git
+from conftest import ROOT, commit_all, git
+from test_preset_files import FEATURES, expected
+from test_template import QUICK
 
 DATA = {"include_regression": False, "include_ppo": False}  # the quickest render
 V2_SECTION = "## Changes in template v2"
@@ -118,3 +126,49 @@ def test_conflicting_line_goes_to_a_rej_file_on_request(
     # README.md.rej, as a hunk to apply by hand.
     assert (project / "README.md").read_text().startswith("# My Project, from template v2\n")
     assert "+# My Project, the user's title" in (project / "README.md.rej").read_text()
+
+
+BEFORE_FEATURES = "9920b67"
+"""The last commit of main before the optional features: its projects have all of them."""
+KEEP_EVERY_FEATURE = {feature: True for feature in FEATURES}
+
+
+@pytest.fixture(scope="module")
+def history_repo(template_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clone of this repository with ``BEFORE_FEATURES`` tagged v1, and this checkout's
+    working tree (the snapshot) committed on top and tagged v2."""
+    repo = tmp_path_factory.mktemp("history") / "repo"
+    git(ROOT, "cat-file", "-e", f"{BEFORE_FEATURES}^{{commit}}")  # a shallow clone lacks it
+    git(ROOT.parent, "clone", "-q", "--no-checkout", str(ROOT), str(repo))
+    git(repo, "tag", "v1", BEFORE_FEATURES)
+    git(repo, "fetch", "-q", str(template_snapshot), "HEAD")
+    git(repo, "tag", "v2", "FETCH_HEAD")
+    return repo
+
+
+def test_a_project_from_before_the_features_keeps_every_one(
+    history_repo: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    copier.run_copy(str(history_repo), project, defaults=True, vcs_ref="v1", quiet=True)
+    git(project, "init", "-q")
+    commit_all(project, "project from the template before its optional features")
+
+    copier.run_update(
+        project,
+        data=KEEP_EVERY_FEATURE,
+        vcs_ref="v2",
+        defaults=True,
+        overwrite=True,
+        unsafe=False,
+        quiet=True,
+    )
+
+    assert git(project, "ls-files", "--unmerged") == ""
+    rendered = {p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()}
+    rendered = {name for name in rendered if not name.startswith(".git/")}
+    assert rendered == set(expected({"include_regression": True, **KEEP_EVERY_FEATURE}))
+    quick = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", QUICK]
+    environment = os.environ | {"PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run(quick, cwd=project, env=environment, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]

@@ -10,11 +10,12 @@ Every entry point runs inside ``errors.user_errors``, so a mistake found later (
 the run cannot write, a checkpoint that does not load or fit, an option value that a class
 refuses when it is built) ends the output in one line too, with the same exit status.
 
-Importing this module quiets three notices from third parties that a user cannot act on
-(see :func:`quiet_third_parties`), and a run of ``validate``, ``test`` or ``predict`` one
-more for as long as it runs; every other warning and log record still shows.
+While a command line runs, :func:`quiet_third_parties` hides three notices from third
+parties that a user cannot act on, and a run of ``validate``, ``test`` or ``predict`` one
+more; every other warning and log record still shows, and importing changes nothing.
 """
 
+import importlib.util
 import logging
 import tempfile
 import warnings
@@ -30,15 +31,21 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from .checkpoints import CheckpointFiles, check_hyperparameters, read
 from .errors import UserError
-from .tracking import fill_logger_paths
+
+TRACKERS = f"{__package__}.trackers"
+"""The W&B and MLflow presets' glue, in a project generated with them."""
 
 
 class OneLineErrorParser(LightningArgumentParser):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, links_from_data: bool = True, **kwargs: Any) -> None:
+        """``links_from_data``: whether an example's command line links the model's
+        arguments to the data module's (not in ``predict``, whose model comes from the
+        checkpoint alone); ``LightningCLI(parser_kwargs={"predict": {...}})`` sets it."""
         # argparse takes a unique prefix of an option for the option: --model.num_env=2 would
         # quietly set --model.num_envs. A mistyped key must be refused, not guessed.
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.links_from_data = links_from_data
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         lines = (line.strip() for line in message.splitlines())
@@ -62,10 +69,13 @@ class ExampleCLI(LightningCLI):
             check_hyperparameters(read(ckpt_path), self.model_class, ckpt_path)
 
     def before_instantiate_classes(self) -> None:
-        """Fill the logger settings that follow the run root (see ``tracking``)."""
+        """Fill what the W&B and MLflow presets leave unset, where the project has them."""
+        if importlib.util.find_spec(TRACKERS) is None:
+            return
         config = self.config[self.subcommand] if self.subcommand else self.config
         resumed_from = config.get("ckpt_path") if self.subcommand == "fit" else None
-        fill_logger_paths(config, resumed_from, config.get("checkpoint", {}).get("dirpath"))
+        checkpoints = config.get("checkpoint", {}).get("dirpath")
+        importlib.import_module(TRACKERS).fill_logger_paths(config, resumed_from, checkpoints)
 
     def instantiate_classes(self) -> None:
         """Let a :class:`UserError` that a class raises while it is built reach the entry
@@ -92,22 +102,18 @@ class ExampleCLI(LightningCLI):
                     "leave --ckpt_path out to start a new run"
                 )
 
+    # Outside a fit, within quiet_third_parties(), which undoes the filter when main returns.
     def before_validate(self) -> None:
         self._check_run_files()
+        _hide_fit_only_notices()
 
     def before_test(self) -> None:
         self._check_run_files()
+        _hide_fit_only_notices()
 
     def before_predict(self) -> None:
         self._check_run_files()
-
-    def _run_subcommand(self, subcommand: str) -> None:
-        # Lightning's (private) step that runs before_<subcommand>, the run and after_; the
-        # filter is undone when it returns or raises, so a later fit in this process warns.
-        with warnings.catch_warnings():
-            if subcommand != "fit":
-                _hide_fit_only_notices()
-            super()._run_subcommand(subcommand)
+        _hide_fit_only_notices()
 
     def _check_run_files(self) -> None:
         trainer = self.trainer
@@ -190,15 +196,25 @@ def _not_a_tip(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith(_TIP)
 
 
-def quiet_third_parties() -> None:
-    """Hide the notices above, matched by category and message, and Lightning's cloud tips,
-    matched by the start of the message on the logger that emits them. Nothing else."""
-    for category, message in _NOTICES:
-        warnings.filterwarnings("ignore", message=message, category=category)
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
-        source = logging.getLogger(name)
-        if _not_a_tip not in source.filters:
+_TIP_SOURCES = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+
+
+@contextmanager
+def quiet_third_parties(*notices: str) -> Iterator[None]:
+    """While it is open, hide the notices above, matched by category and message, and
+    ``notices`` (message patterns of a command's own), and Lightning's cloud tips, matched
+    by the start of the message on the logger that emits them. Nothing else; on exit every
+    filter is undone."""
+    sources = [logging.getLogger(name) for name in _TIP_SOURCES]
+    with warnings.catch_warnings():
+        for category, message in _NOTICES:
+            warnings.filterwarnings("ignore", message=message, category=category)
+        for message in notices:
+            warnings.filterwarnings("ignore", message=message)
+        for source in sources:
             source.addFilter(_not_a_tip)
-
-
-quiet_third_parties()
+        try:
+            yield
+        finally:
+            for source in sources:
+                source.removeFilter(_not_a_tip)

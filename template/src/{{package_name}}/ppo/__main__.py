@@ -5,32 +5,36 @@ The whole budget is one epoch, so ``last.ckpt`` is written after every rollout, 
 rerun after a crash (which logs to a new ``version_N``) finds it with ``--ckpt_path last``.
 """
 
-import warnings
 from collections.abc import Sequence
 
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser
 
-from ..cli import ExampleCLI, OneLineErrorParser, checkpoint_dir, processes_released
+from ..cli import (
+    ExampleCLI,
+    OneLineErrorParser,
+    checkpoint_dir,
+    processes_released,
+    quiet_third_parties,
+)
 from ..errors import user_errors
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
-from ..preemption import SlurmRequeue
 from ..run_summary import RunSummary
-from ..tracking import WandbRunId, link_logs_to_run_root
+from ..tracking import link_logs_to_run_root
 from .module import PPOModule
 from .reporting import PPOReporting
 
-# The rollout stream reports a length on purpose (it switches off prefetching), and
-# rollouts are collected in this process, so these two hints do not apply. Resuming within
-# the epoch is the normal case here (the module's checkpoint says how many rollouts
-# remain), and a checkpoint is meant to hold the weights after its rollout's update.
-for hint in (
+HINTS = (
     ".*IterableDataset.*has `__len__` defined.*",
     ".*does not have many workers.*",
     ".*resuming from a checkpoint that ended before the epoch.*",
     ".*no pre-optimization state was saved.*",
-):
-    warnings.filterwarnings("ignore", hint)
+)
+"""Lightning's hints that do not apply here, hidden while the command runs. The rollout
+stream reports a length on purpose (it switches off prefetching), and rollouts are
+collected in this process. Resuming within the epoch is the normal case (the module's
+checkpoint says how many rollouts remain), and a checkpoint is meant to hold the weights
+after its rollout's update."""
 
 
 class PPOCLI(ExampleCLI):
@@ -52,7 +56,7 @@ class PPOCLI(ExampleCLI):
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> PPOCLI:
     """Parse ``args`` (default: the command line) and run the chosen subcommand, with
     ``callbacks`` added to the trainer's (a sweep's trial adds its reporter)."""
-    with processes_released(), user_errors():
+    with processes_released(), user_errors(), quiet_third_parties(*HINTS):
         return PPOCLI(
             PPOModule,
             seed_everything_default=0,
@@ -61,11 +65,9 @@ def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> P
                 "max_epochs": 1,
                 "callbacks": [
                     RunSummary(metrics=()),
-                    WandbRunId(),
                     PPOReporting(),
                     BroadcastGuardCallback(steps=2),
                     NonFiniteLocator(),
-                    SlurmRequeue(),
                     *callbacks,
                 ],
             },

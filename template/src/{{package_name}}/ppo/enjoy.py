@@ -9,16 +9,14 @@ the run's last evaluation (its summary.json).
 
 The file is read with ``torch.load(weights_only=True)``: a checkpoint from elsewhere can
 hold only tensors and plain values, never code to run. ``--video FILE.mp4`` records the
-greedy policy's first episode; it needs the ``[video]`` extra.
+greedy policy's first episode, where the project has ``video.py`` (the PPO-videos feature).
 """
 
-import importlib
+import importlib.util
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import torch
 
 from ..checkpoints import check_fits, check_hyperparameters, read
@@ -27,8 +25,8 @@ from ..errors import UserError, user_errors
 from .evaluate import evaluate
 from .module import PPOModule
 
-VIDEO_PACKAGES = ("imageio", "imageio_ffmpeg", "pygame")
-"""What ``--video`` imports: the MP4 writer, its ffmpeg, and gymnasium's renderer."""
+VIDEO = f"{__package__}.video"
+"""The module that writes ``--video``, in a project generated with PPO videos."""
 
 
 def enjoy(
@@ -44,7 +42,7 @@ def enjoy(
         ckpt_path: A checkpoint written by ``ppo fit`` (``checkpoints/last.ckpt``, say).
         episodes: Episodes for each policy; default: the run's ``eval_episodes``.
         seed: Seed of the episodes' environments; default: the run's ``eval_seed``.
-        video: Write an MP4 of the greedy policy's first episode here (the ``[video]`` extra).
+        video: Write an MP4 of the greedy policy's first episode here (PPO videos only).
         output: Write the figures here as JSON.
     """
     if episodes is not None and episodes < 1:
@@ -52,7 +50,9 @@ def enjoy(
     if seed is not None and not 0 <= seed < 2**32:
         raise UserError(f"--seed must be in [0, 2**32), as environments take it; got {seed}")
     if video is not None:
-        _check_video(video)
+        if importlib.util.find_spec(VIDEO) is None:
+            raise UserError("--video: this project was generated without PPO videos (video.py)")
+        importlib.import_module(VIDEO).check(video)
     for option, path in (("--video", video), ("--output", output)):
         if path is not None:
             if Path(path).is_dir():
@@ -83,7 +83,7 @@ def enjoy(
         mean, low = report[f"{policy}_return_mean"], report[f"{policy}_return_min"]
         print(f"{policy} policy: return mean {mean:.2f}, min {low:.2f}")
     if video is not None:
-        frames = record(module, seed, video)
+        frames = importlib.import_module(VIDEO).record(module, seed, video)
         report["video"], report["video_frames"] = video, frames
         print(f"video of the first deterministic episode ({frames} frames): {video}")
     if output is not None:
@@ -110,40 +110,8 @@ def load(ckpt_path: str | Path) -> PPOModule:
     return module.eval()
 
 
-def record(module: PPOModule, seed: int, path: str) -> int:
-    """Write an MP4 of the greedy policy's episode on the environment seeded ``seed`` (the
-    first of :func:`evaluate`'s) to ``path``; returns its number of frames."""
-    import imageio.v2 as imageio
-
-    # Frames are drawn off screen; without this, SDL looks for a display and may complain.
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    frames: list[Any] = []  # RGB images, as imageio's annotation spells them
-    evaluate(module.agent, module.env_id, 1, seed, frames=frames)
-    probe = gym.make(module.env_id)
-    fps = probe.metadata.get("render_fps") or 30
-    probe.close()
-    # Even sides, as H.264's usual pixel format needs; imageio pads an odd side.
-    imageio.mimwrite(path, frames, fps=fps, macro_block_size=2)
-    return len(frames)
-
-
-def _check_video(path: str) -> None:
-    if Path(path).suffix.lower() != ".mp4":
-        raise UserError(f"--video {path}: the file name must end in .mp4")
-    for package in VIDEO_PACKAGES:
-        try:
-            importlib.import_module(package)
-        except ImportError as error:
-            project = __package__.split(".")[0] if __package__ else "the project"
-            raise UserError(
-                f"--video needs the [video] extra (pip install '{project}[video]'): "
-                f"cannot import {package} ({error})"
-            ) from error
-
-
 def main(args: list[str] | None = None) -> dict[str, Any]:
     """Parse ``args`` (default: the command line) and replay the checkpoint."""
-    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")  # pygame's greeting on import
     with user_errors():
         parser = OneLineErrorParser(
             prog=f"python -m {__package__}.enjoy", description="Replay a PPO checkpoint's policy."

@@ -17,17 +17,21 @@ to a new version, and ``--ckpt_path last`` must still find the crashed run's
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser
 
-from ..cli import ExampleCLI, OneLineErrorParser, checkpoint_dir, processes_released
+from ..cli import (
+    ExampleCLI,
+    OneLineErrorParser,
+    checkpoint_dir,
+    processes_released,
+    quiet_third_parties,
+)
 from ..errors import UserError, user_errors
 from ..guards import BroadcastGuardCallback, NonFiniteLocator
-from ..preemption import SlurmRequeue
 from ..run_summary import RunSummary
-from ..tracking import WandbRunId, link_logs_to_run_root
+from ..tracking import link_logs_to_run_root
 from .data import RegressionData
 from .module import RegressionModule
 from .predict import PredictionWriter
@@ -45,16 +49,9 @@ FROM_DATA = (
 
 
 class RegressionCLI(ExampleCLI):
-    def _prepare_subcommand_parser(
-        self, klass: type, subcommand: str, **kwargs: Any
-    ) -> LightningArgumentParser:
-        # LightningCLI builds one parser per subcommand; add_arguments_to_parser needs to
-        # know which, and has no argument that says so.
-        self._building = subcommand
-        return super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
-
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        if getattr(self, "_building", None) != "predict":
+        # The predict parser is built with links_from_data=False (main's parser_kwargs).
+        if getattr(parser, "links_from_data", True):
             for name in FROM_DATA:
                 parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
@@ -94,7 +91,7 @@ class RegressionCLI(ExampleCLI):
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> RegressionCLI:
     """Parse ``args`` (default: the command line) and run the chosen subcommand, with
     ``callbacks`` added to the trainer's (a sweep's trial adds its reporter)."""
-    with processes_released(), user_errors():
+    with processes_released(), user_errors(), quiet_third_parties():
         return RegressionCLI(
             RegressionModule,
             RegressionData,
@@ -102,16 +99,15 @@ def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> R
             trainer_defaults={
                 "callbacks": [
                     RunSummary(metrics=("val_r2", "val_mae", "val_loss")),
-                    WandbRunId(),
                     BroadcastGuardCallback(),
                     NonFiniteLocator(),
-                    SlurmRequeue(),
                     PredictionWriter(),
                     *callbacks,
                 ]
             },
             save_config_kwargs={"overwrite": True},
             parser_class=OneLineErrorParser,
+            parser_kwargs={"predict": {"links_from_data": False}},
             args=args,
         )
 

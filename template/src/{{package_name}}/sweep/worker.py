@@ -20,10 +20,6 @@ from ..guards.callbacks import NonFiniteError
 from . import space, storage, trial
 from .pruner import ParallelMedianPruner
 
-# Each trial hands the example's main its own arguments on purpose, while the sweep's are
-# in sys.argv; LightningCLI's warning about the two does not apply.
-warnings.filterwarnings("ignore", "LightningCLI's args parameter is intended", UserWarning)
-
 FAIL = optuna.trial.TrialState.FAIL
 WAIT_SECONDS = 0.2
 """How often a worker with no trial to start looks whether the running ones finished."""
@@ -47,7 +43,10 @@ class Settings:
 
 def work(settings: Settings, worker: int) -> None:
     """One worker: run trials until the study has ``settings.trials`` finished ones."""
-    with user_errors():
+    with user_errors(), warnings.catch_warnings():
+        # Each trial hands the example's main its own arguments on purpose, while the
+        # sweep's are in sys.argv; LightningCLI's warning about the two does not apply.
+        warnings.filterwarnings("ignore", "LightningCLI's args parameter is intended", UserWarning)
         search = space.load(settings.space_path)
         fit_main = example_main(settings.example)
         study = optuna.load_study(

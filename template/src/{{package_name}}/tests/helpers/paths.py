@@ -12,4 +12,3 @@ SOURCE_ROOT = PACKAGE_DIR.parent  # the folder that holds the package: put it on
 PROJECT_ROOT = SOURCE_ROOT.parent
 CONFIGS = PROJECT_ROOT / "configs"
 DOCS = PROJECT_ROOT / "docs"
-SLURM = PROJECT_ROOT / "slurm"

@@ -1,47 +1,28 @@
 """``ppo.enjoy`` replays a checkpoint: by default with the training run's own evaluation
 seed and episode count, so its greedy figures are the run's final ``eval_return_mean`` and
-``eval_return_min`` exactly; ``--video`` writes the first greedy episode as an MP4.
+``eval_return_min`` exactly.
 
-The checkpoint is trained once, tiny, in this process, with an evaluation seed and episode
-count of its own (not the defaults), so the test proves they come from the file."""
+The checkpoint (``trained``, in this folder's conftest) has an evaluation seed and episode
+count of its own, not the defaults, so the test proves they come from the file."""
 
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from ...ppo.__main__ import main as fit
 from ...ppo.enjoy import main
 from ..helpers.command_line import run_example
 from ..helpers.refusals import refusal, refused_line
-
-EVAL_SEED, EVAL_EPISODES = 123, 3
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The run root of a finished tiny run: ``summary.json`` and ``checkpoints/last.ckpt``."""
-    root = tmp_path_factory.mktemp("trained")
-    budget = ["--model.num_envs=2", "--model.num_steps=32", "--model.total_env_steps=128"]
-    tiny = ["--model.num_minibatches=2", "--model.update_epochs=1", "--model.hidden_sizes=[8]"]
-    evaluation = [f"--model.eval_seed={EVAL_SEED}", f"--model.eval_episodes={EVAL_EPISODES}"]
-    quiet = ["--trainer.logger=false", "--trainer.enable_progress_bar=false"]
-    fit(["fit", f"--trainer.default_root_dir={root}", *budget, *tiny, *evaluation, *quiet])
-    return root
-
-
-def _checkpoint(root: Path) -> str:
-    return str(root / "checkpoints" / "last.ckpt")
+from .conftest import EVAL_EPISODES, EVAL_SEED, checkpoint
 
 
 def test_replay_reproduces_the_runs_final_evaluation(trained: Path, tmp_path: Path) -> None:
     summary = json.loads((trained / "summary.json").read_text())
     output = tmp_path / "replay.json"
-    report = main(["--ckpt_path", _checkpoint(trained), "--output", str(output)])
+    report = main(["--ckpt_path", checkpoint(trained), "--output", str(output)])
     assert (report["seed"], report["episodes"]) == (EVAL_SEED, EVAL_EPISODES)
     assert report["deterministic_return_mean"] == summary["eval_return_mean"]
     assert report["deterministic_return_min"] == summary["eval_return_min"]
@@ -51,38 +32,13 @@ def test_replay_reproduces_the_runs_final_evaluation(trained: Path, tmp_path: Pa
 
 
 def test_seed_and_episodes_can_be_chosen(trained: Path) -> None:
-    report = main(["--ckpt_path", _checkpoint(trained), "--seed", "5", "--episodes", "2"])
+    report = main(["--ckpt_path", checkpoint(trained), "--seed", "5", "--episodes", "2"])
     assert (report["seed"], report["episodes"]) == (5, 2)
     assert len(report["deterministic_returns"]) == 2
 
 
-@pytest.mark.slow  # ffmpeg writes and reads the video in child processes
-def test_video_shows_the_first_deterministic_episode(trained: Path, tmp_path: Path) -> None:
-    import imageio.v2 as imageio
-
-    video = tmp_path / "videos" / "replay.mp4"
-    report = main(["--ckpt_path", _checkpoint(trained), "--episodes", "1", "--video", str(video)])
-    frames = imageio.mimread(video)
-    assert frames[0].ndim == 3  # RGB images
-    # CartPole pays 1 per step: one frame per step of the first greedy episode.
-    assert len(frames) == report["video_frames"] == report["deterministic_returns"][0]
-
-
-def test_video_without_the_extra_is_refused_by_name(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, trained: Path
-) -> None:
-    monkeypatch.setitem(sys.modules, "imageio", None)  # as if not installed
-    args = ["--ckpt_path", _checkpoint(trained), "--video", "replay.mp4"]
-    line = refusal(capsys, lambda: main(args))
-    assert re.match(
-        r"error: --video needs the \[video\] extra \(pip install '\w+\[video\]'\): "
-        r"cannot import imageio",
-        line,
-    ), line
-
-
 def _truncated(root: Path, folder: Path) -> Path:
-    path = Path(shutil.copy(_checkpoint(root), folder / "half.ckpt"))
+    path = Path(shutil.copy(checkpoint(root), folder / "half.ckpt"))
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     return path
 
@@ -114,10 +70,6 @@ ROWS: dict[str, tuple[list[str], str]] = {
         ["--ckpt_path={trained}", "--episodes=0"],
         r"--episodes must be at least 1, got 0$",
     ),
-    "video_not_mp4": (
-        ["--ckpt_path={trained}", "--video={dir}/replay.gif"],
-        r"--video .*replay\.gif: the file name must end in \.mp4$",
-    ),
     "output_under_a_file": (
         ["--ckpt_path={trained}", "--output={root}/summary.json/replay.json"],
         r"--output .*summary\.json: cannot write there: .*summary\.json is a file$",
@@ -140,7 +92,7 @@ ROWS: dict[str, tuple[list[str], str]] = {
 
 def _args(row: str, trained: Path, folder: Path) -> list[str]:
     paths = {
-        "trained": _checkpoint(trained),
+        "trained": checkpoint(trained),
         "root": str(trained),
         "dir": str(folder),
         "truncated": str(_truncated(trained, folder)),

@@ -19,8 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from .command_line import child_environment
-from .paths import PROJECT_ROOT, SLURM
+from ..helpers.command_line import child_environment
+from ..helpers.paths import PROJECT_ROOT
+
+SLURM = PROJECT_ROOT / "slurm"
 
 SRUN = """#!/bin/bash
 tasks=()

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from ...regression.__main__ import main
-from ..helpers.cluster import Allocation, environment, free_port, wait_for
 from ..helpers.paths import CONFIGS, PACKAGE
+from .allocation import Allocation, environment, free_port, wait_for
 
 BUDGET = [
     "--trainer.max_epochs=24",

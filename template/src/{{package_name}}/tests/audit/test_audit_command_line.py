@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from .helpers.audit_scripts import ATTENTION_MASKS, CATALOG, TWO_BUGS
-from .helpers.command_line import child_environment, run_example
-from .helpers.paths import PACKAGE
+from ..helpers.command_line import child_environment, run_example
+from ..helpers.paths import PACKAGE
+from .scripts import ATTENTION_MASKS, CATALOG, TWO_BUGS
 
 
 @pytest.mark.slow

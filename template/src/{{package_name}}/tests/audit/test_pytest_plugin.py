@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from .helpers.command_line import child_environment
-from .helpers.paths import PACKAGE, PROJECT_ROOT
+from ..helpers.command_line import child_environment
+from ..helpers.paths import PACKAGE, PROJECT_ROOT
 
 SUITE = textwrap.dedent(
     """\
@@ -101,7 +101,7 @@ option, each of them runs under a second guard, the plugin's."""
 
 @pytest.mark.slow
 def test_this_projects_own_tests_pass_under_the_option() -> None:
-    tests = [str(Path(__file__).parent / name) for name in OWN_TESTS]
+    tests = [str(Path(__file__).parents[1] / name) for name in OWN_TESTS]
     lines = _pytest(PROJECT_ROOT, "-p", f"{PACKAGE}.pytest_plugin", "--broadcast-guard", *tests)
     summary = lines[-1] if lines else ""
     assert re.match(r"=* ?\d+ passed", summary), lines[-30:]

@@ -5,7 +5,7 @@ import optuna
 import pytest
 from optuna.pruners import MedianPruner
 
-from ..sweep.pruner import ParallelMedianPruner
+from ...sweep.pruner import ParallelMedianPruner
 
 
 def _judged(complete: list[float], running: dict[int, float], value: float) -> tuple:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from ..audit import findings as findings_module
-from ..audit.command import main
-from .helpers.audit_scripts import ATTENTION_MASKS, CATALOG, TWO_BUGS
+from ...audit import findings as findings_module
+from ...audit.command import main
+from .scripts import ATTENTION_MASKS, CATALOG, TWO_BUGS
 
 # The audit runs its own guard; an outer one (--broadcast-guard) would raise at its findings.
 pytestmark = [

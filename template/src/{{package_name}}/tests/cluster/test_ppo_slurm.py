@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ..helpers.cluster import Allocation, wait_for
+from .allocation import Allocation, wait_for
 
 ROLLOUT = 2 * 4 * 32  # env steps of one rollout, over both tasks
 TOTAL = 40 * ROLLOUT

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ...audit.command import main
-from ..helpers.audit_scripts import PPO_SCRIPT
+from .scripts import PPO_SCRIPT
 
 pytestmark = pytest.mark.no_broadcast_guard  # the audit runs a guard of its own
 

@@ -8,10 +8,10 @@ import optuna
 import pytest
 import yaml
 
-from ..errors import UserError
-from ..sweep import space
-from ..sweep.__main__ import EXAMPLES
-from ..sweep.__main__ import main as sweep_main
+from ...errors import UserError
+from ...sweep import space
+from ...sweep.__main__ import EXAMPLES
+from ...sweep.__main__ import main as sweep_main
 
 GOOD = {
     "objective": {"key": "val_r2", "direction": "maximize"},
@@ -95,7 +95,7 @@ def test_bad_space_ends_the_command_in_one_error_line(
 def test_rdb_storage_opens_without_optunas_experimental_notice(tmp_path: Path) -> None:
     """Its heartbeat marks a killed worker's trial failed; Optuna calls the argument
     experimental on every open, which a sweep's user cannot act on."""
-    from ..sweep.storage import open_storage
+    from ...sweep.storage import open_storage
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -109,7 +109,7 @@ def test_rdb_storage_opens_without_optunas_experimental_notice(tmp_path: Path) -
 
 
 def test_storage_that_no_other_worker_can_open_is_refused() -> None:
-    from ..sweep.storage import open_storage
+    from ...sweep.storage import open_storage
 
     with pytest.raises(UserError, match=r"in-memory database .* name a file"):
         open_storage("sqlite:///")
@@ -129,8 +129,8 @@ def test_trials_to_start_count_the_live_ones_of_this_machine_as_finishing(
     import os
     import socket
 
-    from ..sweep.storage import open_storage, this_worker
-    from ..sweep.worker import to_start
+    from ...sweep.storage import open_storage, this_worker
+    from ...sweep.worker import to_start
 
     study = optuna.create_study(storage=open_storage(f"journal:{tmp_path / 'study.journal'}"))
     for _ in range(2):
@@ -157,7 +157,7 @@ def test_a_process_that_took_a_dead_workers_id_is_not_taken_for_it() -> None:
     if the process with its id started when the worker did."""
     import os
 
-    from ..sweep.storage import _alive, this_worker
+    from ...sweep.storage import _alive, this_worker
 
     parent = {**this_worker(), "pid": os.getppid(), "started": None}
     assert _alive(parent)

@@ -1,0 +1,90 @@
+"""The W&B and MLflow presets (``configs/logger/wandb.yaml`` and ``mlflow.yaml``): what they
+cannot say themselves, filled in by the command line before the loggers are built.
+
+- MLflow's store is ``sqlite:///<root>/mlflow.db`` and its artifacts ``<root>/mlartifacts``,
+  unless the preset or ``MLFLOW_TRACKING_URI`` names a store: current MLflow refuses the
+  plain file store that ``save_dir`` alone would give it.
+- A W&B run keeps its id in every checkpoint (:class:`WandbRunId`, added to the trainer's
+  callbacks with the logger), and ``fit --ckpt_path`` continues the run with that id
+  instead of starting a second one beside it.
+
+``cli.py`` calls :func:`fill_logger_paths` where this module is present.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from jsonargparse import Namespace
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import WandbLogger
+
+from .checkpoints import read
+from .tracking import run_root
+
+WANDB_RUN_ID = "wandb_run_id"
+"""The checkpoint key that holds the W&B run id."""
+
+
+def fill_logger_paths(
+    config: Namespace, resumed_from: str | None, checkpoint_dir: str | None
+) -> None:
+    """Fill, in a subcommand's parsed ``config``, what the logger presets leave unset:
+    MLflow's store under the run root, and the W&B run id recorded in ``resumed_from``, the
+    ``--ckpt_path`` of a fit (``last``: the newest ``last*.ckpt`` in ``checkpoint_dir``).
+    With a W&B logger, :class:`WandbRunId` joins the trainer's callbacks."""
+    root = Path(run_root(config.trainer.get("default_root_dir"))).resolve()
+    run_id = None
+    wandb = False
+    for logger in _logger_configs(config.trainer.get("logger")):
+        init_args = logger.get("init_args")
+        if init_args is None:
+            continue
+        name = str(logger.get("class_path", "")).rsplit(".", 1)[-1]
+        if name == "MLFlowLogger":
+            if not init_args.get("tracking_uri"):
+                init_args.tracking_uri = f"sqlite:///{root / 'mlflow.db'}"
+            if not init_args.get("artifact_location"):
+                init_args.artifact_location = str(root / "mlartifacts")
+        if name == "WandbLogger":
+            wandb = True
+            if not (init_args.get("id") or init_args.get("version")):
+                run_id = run_id or _recorded_wandb_id(resumed_from, checkpoint_dir)
+                init_args.id = run_id
+    if wandb:
+        callbacks = config.trainer.get("callbacks") or []
+        callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
+        recorder = Namespace(class_path=f"{__name__}.WandbRunId", init_args=Namespace())
+        config.trainer.callbacks = [*callbacks, recorder]
+
+
+class WandbRunId(Callback):
+    """Records the W&B run's id in every checkpoint (nothing without a W&B logger)."""
+
+    def on_save_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger) and logger.version:
+                checkpoint[WANDB_RUN_ID] = str(logger.version)
+
+
+def _logger_configs(logger: Any) -> list[Namespace]:
+    """The class_path/init_args entries of ``--trainer.logger`` (one, a list, or a bool)."""
+    entries = logger if isinstance(logger, list) else [logger]
+    return [entry for entry in entries if isinstance(entry, Namespace)]
+
+
+def _recorded_wandb_id(ckpt_path: str | None, checkpoint_dir: str | None) -> str | None:
+    """The W&B run id in the checkpoint that a fit resumes from, if it holds one."""
+    if ckpt_path == "last" and checkpoint_dir and "://" not in checkpoint_dir:
+        candidates = list(Path(checkpoint_dir).glob("last*.ckpt"))
+        path: str | Path | None = max(candidates, key=lambda p: p.stat().st_mtime, default=None)
+    elif ckpt_path in (None, "best", "hpc", "registry") or "://" in str(ckpt_path):
+        path = None
+    else:
+        path = ckpt_path
+    if path is None or not Path(path).is_file():
+        return None
+    recorded = read(path).get(WANDB_RUN_ID)
+    return recorded if isinstance(recorded, str) else None
