@@ -3,7 +3,7 @@
 ``nox -s tests``  renders every preset in configs/ and runs each project's checks and suite.
 ``nox -s demo``   renders the default project into build/demo, installs it, trains its
                   examples with their default configs and prints what they reached.
-``nox -s bench``  renders the default preset into build/bench; compares its PPO with
+``nox -s bench``  renders the full preset into build/bench; compares its PPO with
                   Stable-Baselines3 on CartPole-v1 (medians of 5 seeds, ratios), its PPO
                   update step with a raw PyTorch one (``-- update``), env steps per second
                   by num_envs and vectorization (``-- scaling``), the cost of shape checks
@@ -81,7 +81,7 @@ def bench(session: nox.Session) -> None:
     """All benchmarks, or those named: ``nox -s bench -- sb3 update scaling checks guards
     audit sweep loop gpu``."""
     session.install("copier")
-    _render(session, "default", BENCH_DIR)
+    _render(session, "full", BENCH_DIR)  # the audit and sweep benches need their features
     session.install("-e", str(BENCH_DIR), "stable-baselines3>=2.4")
     package = _answers(BENCH_DIR)["package_name"]
     scripts = {

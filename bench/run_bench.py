@@ -62,10 +62,10 @@ def main() -> None:
         sb3_runs.append(sb3(seed))
         a, b = our_runs[-1], sb3_runs[-1]
         print(
-            f"seed {seed}: ours steps_to_475 {a['steps_to_475']} in {a['seconds_to_475']} s, "
+            f"seed {seed}: ours steps_to_solved {a['steps_to_solved']} in {a['seconds_to_solved']} s, "
             f"eval {a['eval_return_mean']:.1f}, {a['env_steps_per_second']:.0f} env steps/s | "
-            f"SB3 steps_to_475 {b['steps_to_475']} in "
-            f"{b['seconds_to_475'] and round(b['seconds_to_475'], 3)} s, "
+            f"SB3 steps_to_solved {b['steps_to_solved']} in "
+            f"{b['seconds_to_solved'] and round(b['seconds_to_solved'], 3)} s, "
             f"{b['env_steps_per_second']:.0f} env steps/s",
             flush=True,
         )
@@ -73,7 +73,7 @@ def main() -> None:
         print(f"         load average {os.getloadavg()[0]:.2f}", flush=True)
 
     rows = []
-    for key in ("steps_to_475", "seconds_to_475", "env_steps_per_second"):
+    for key in ("steps_to_solved", "seconds_to_solved", "env_steps_per_second"):
         mine, theirs = median(our_runs, key), median(sb3_runs, key)
         ratio = mine / theirs if math.isfinite(mine) and math.isfinite(theirs) else None
         rows.append((key, mine, theirs, ratio))
@@ -84,8 +84,8 @@ def main() -> None:
         shown = [f"{v:.4g}" if math.isfinite(v) else "never" for v in (mine, theirs)]
         print(f"{key:<22}{shown[0]:>12}{shown[1]:>12}{'' if ratio is None else f'{ratio:.2f}':>10}")
     print(f"{'eval_return_mean':<22}{eval_median:>12.4g}")
-    print(f"steps_to_475 by seed: ours {[run['steps_to_475'] for run in our_runs]}, ")
-    print(f"                      SB3  {[run['steps_to_475'] for run in sb3_runs]}")
+    print(f"steps_to_solved by seed: ours {[run['steps_to_solved'] for run in our_runs]}, ")
+    print(f"                      SB3  {[run['steps_to_solved'] for run in sb3_runs]}")
     print(f"final eval return by seed: {[run['eval_return_mean'] for run in our_runs]}")
     breakdown = {
         part: statistics.median(run["time_breakdown_seconds"][part] for run in our_runs)
@@ -96,8 +96,8 @@ def main() -> None:
         "final eval return 500 on every seed": all(
             run["eval_return_min"] >= 500 for run in our_runs
         ),
-        "steps_to_475 <= 30000": rows[0][1] <= 30_000,
-        "seconds_to_475 ratio <= 0.5": rows[1][3] is not None and rows[1][3] <= 0.5,
+        "steps_to_solved <= 30000": rows[0][1] <= 30_000,
+        "seconds_to_solved ratio <= 0.5": rows[1][3] is not None and rows[1][3] <= 0.5,
     }
     for target, met in targets.items():
         print(f"{'met ' if met else 'MISSED'} {target}")
@@ -118,9 +118,9 @@ def main() -> None:
     unchecked = bug["unchecked"]
     print(
         f"  both off: eval_return_mean {unchecked['eval_return_mean']:.1f}, "
-        f"steps_to_475 {unchecked['steps_to_475']} "
+        f"steps_to_solved {unchecked['steps_to_solved']} "
         f"(correct run: eval {our_runs[0]['eval_return_mean']:.1f}, "
-        f"steps_to_475 {our_runs[0]['steps_to_475']})"
+        f"steps_to_solved {our_runs[0]['steps_to_solved']})"
     )
 
 

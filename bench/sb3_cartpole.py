@@ -76,8 +76,8 @@ def main() -> None:
         json.dumps(
             {
                 "seed": seed,
-                "steps_to_475": callback.steps_to_solved,
-                "seconds_to_475": callback.seconds_to_solved,
+                "steps_to_solved": callback.steps_to_solved,
+                "seconds_to_solved": callback.seconds_to_solved,
                 "env_steps": model.num_timesteps,
                 "train_seconds": round(seconds, 3),
                 "env_steps_per_second": round(model.num_timesteps / seconds, 1),

@@ -4,7 +4,7 @@
 ``nox -s tests -- -m "not slow and not cli"`` is the quick run. It leaves out the tests
 that start a child process (``slow``: command lines, DDP, async envs, compiled fits) and
 those that build a LightningCLI command line in this process (``cli``), which take most of
-the full suite's time; the tests' conftest checks that each marker covers exactly those.
+the full suite's time; the tests' conftest fails an unmarked test that starts a process.
 Anything after ``--`` goes to pytest: ``nox -s tests -- -k ppo -x``.
 """
 

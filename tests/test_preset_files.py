@@ -45,8 +45,6 @@ CORE = [
     f"{TESTS}/helpers/__init__.py",
     f"{TESTS}/helpers/annotation_cases.py",
     f"{TESTS}/helpers/annotation_reading.py",
-    f"{TESTS}/helpers/child_processes.py",
-    f"{TESTS}/helpers/in_process_cli.py",
     f"{TESTS}/helpers/command_line.py",
     f"{TESTS}/helpers/paths.py",
     f"{TESTS}/test_annotation_cases.py",

@@ -1,8 +1,8 @@
 """PPO example: an actor-critic trained on gymnasium vector environments by Lightning.
 
 Run it with ``python -m <package>.ppo fit --config configs/ppo.yaml``. ``PPOModule`` is
-the algorithm; ``PPOReporting`` (a callback the command line installs) its metrics,
-evaluations and summary.
+the algorithm, and logs its statistics; ``PPOReporting`` (a callback the command line
+installs) adds the evaluations and the summary.
 """
 
 from .module import PPOModule

@@ -63,6 +63,7 @@ def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> P
             # One epoch is one pass over the rollout stream: the whole budget.
             trainer_defaults={
                 "max_epochs": 1,
+                "log_every_n_steps": 1,  # the module logs once per rollout: every one
                 "callbacks": [
                     RunSummary(metrics=()),
                     PPOReporting(),
@@ -73,6 +74,7 @@ def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> P
             },
             save_config_kwargs={"overwrite": True},
             parser_class=OneLineErrorParser,
+            parser_kwargs={"prog": f"python -m {__package__}"},  # not __main__.py in usage lines
             args=args,
         )
 

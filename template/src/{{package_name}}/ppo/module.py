@@ -11,9 +11,10 @@ manual because one rollout feeds many optimizer steps; Lightning still owns devi
 The stream has a length, so Lightning does not prefetch: a rollout is collected only after
 the previous update's last optimizer step, never with a stale policy.
 
-This file is the algorithm only. What a run reports (per-rollout metrics, evaluations,
-timing, summary.json's PPO keys, ``episodes.csv``) is ``reporting.PPOReporting``, a
-callback that the command line installs; it reads the options it needs from the module.
+Each rollout logs its statistics once, to every logger, at the run's env-step count (a
+logged ``step`` is Lightning's x-axis): in any ``L.Trainer``, every ``log_every_n_steps``
+rollouts (the command line sets 1). Evaluations, ``episodes.csv`` and summary.json's
+PPO keys are the extras of ``reporting.PPOReporting``, a callback.
 
 The class defaults are the common PPO defaults (Stable-Baselines3's); the tuning for each
 environment lives in its config, ``configs/ppo.yaml`` for CartPole-v1.
@@ -25,6 +26,7 @@ learning-rate and clip schedules where they stopped; the environments restart.
 """
 
 import os
+import time
 from collections.abc import Iterator, Sequence
 
 import lightning as L
@@ -50,6 +52,8 @@ from .rollout import RolloutCollector, Samples
 STATISTICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 """What each row of :func:`ppo_loss`'s statistics is, and the name it is logged under."""
 APPROX_KL = STATISTICS.index("approx_kl")
+WINDOW = 20
+"""Training episodes in the rolling mean that the logged return and "solved" are read from."""
 
 
 @typechecked
@@ -290,9 +294,8 @@ class PPOModule(L.LightningModule):
         finally:
             envs.close()
 
-    def training_step(self, batch: Samples, batch_idx: int) -> dict[str, float]:
-        """Update on one rollout; returns its mean statistics and learning rate, which
-        callbacks receive as ``outputs``."""
+    def training_step(self, batch: Samples, batch_idx: int) -> None:
+        """Update on one rollout, then log its mean statistics."""
         optimizer = self.optimizers()
         assert isinstance(optimizer, LightningOptimizer)
         remaining = 1.0 - self.rollouts_done / self.num_rollouts
@@ -325,9 +328,23 @@ class PPOModule(L.LightningModule):
                     break
         self.rollouts_done += 1
         means = torch.stack(statistics).mean(dim=0).tolist()
-        return dict(zip(STATISTICS, means, strict=True)) | {
-            "learning_rate": optimizer.param_groups[0]["lr"]
-        }
+        metrics = dict(zip(STATISTICS, means, strict=True))
+        self.log_dict(metrics | self.progress(optimizer.param_groups[0]["lr"]), on_step=True)
+
+    def progress(self, learning_rate: float) -> dict[str, float]:
+        """The learning rate, the last ``WINDOW`` training episodes' mean return and
+        length, env steps per second, and the env-step count as Lightning's ``step``."""
+        collector = self.collector
+        assert collector is not None
+        values = {"learning_rate": learning_rate, "step": float(collector.env_steps)}
+        returns = collector.episodes.returns[-WINDOW:]
+        lengths = collector.episodes.lengths[-WINDOW:]
+        if returns:
+            values["episodic_return"] = sum(returns) / len(returns)
+            values["episodic_length"] = sum(lengths) / len(lengths)
+        seconds = time.perf_counter() - collector.started
+        values["sps"] = (collector.env_steps - collector.first_env_step) / seconds
+        return values
 
     def minibatches(self, rollout: Samples) -> Iterator[Samples]:
         """One pass over ``rollout`` in shuffled minibatches. A single minibatch is the

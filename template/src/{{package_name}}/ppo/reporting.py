@@ -1,17 +1,14 @@
-"""What a PPO run reports, apart from the algorithm: a callback that the command line installs.
+"""The extras of a PPO run, beside the statistics that ``PPOModule`` logs itself: a
+callback that the command line installs.
 
-- once per rollout, one call to every logger at the run's env-step count: the update's
-  statistics and learning rate, the mean return and length of the last 20 training
-  episodes, env steps per second, and ``eval_return`` when an evaluation falls due;
-- a deterministic evaluation every ``eval_every_env_steps`` and one at the end;
+- a deterministic evaluation every ``eval_every_env_steps``, logged as ``eval_return`` at
+  that rollout's step, and one at the end;
 - at the end, every process's training episodes in ``episodes.csv`` (``episodes_rank<N>.csv``
   from the others), and the PPO keys of summary.json (``RunSummary`` asks for them);
-- where the time went: env steps and policy calls (timed by the collector), updates,
-  evaluations and logging.
+- where the time went: env steps and policy calls (timed by the collector), updates and
+  evaluations.
 
-Per-rollout statistics go straight to the loggers, once: a ``self.log`` per optimizer step
-would cost more than the step itself on a small MLP. The evaluations so far are this
-callback's checkpoint state, so a resumed run reports them all.
+The evaluations so far are this callback's checkpoint state, so a resumed run reports them.
 """
 
 import time
@@ -22,14 +19,8 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback
 
 from .evaluate import evaluate
-from .module import PPOModule
+from .module import WINDOW, PPOModule
 from .solved import first_solved
-
-CONTRACT_RETURN = 475.0
-"""``steps_to_475`` and ``seconds_to_475`` are reported in every run, whatever
-``solved_return`` is: the benchmark compares runs on them (CartPole-v1's own threshold)."""
-WINDOW = 20
-"""Training episodes in the rolling mean that the logged return and "solved" are read from."""
 
 
 class PPOReporting(Callback):
@@ -37,7 +28,7 @@ class PPOReporting(Callback):
         self.evaluations: list[tuple[int, float]] = []
         """(env steps, mean return) of every evaluation so far."""
         self.last_eval_returns: list[float] = []
-        self.timing = {"update": 0.0, "evaluation": 0.0, "logging": 0.0}
+        self.timing = {"update": 0.0, "evaluation": 0.0}
         self._update_started = 0.0
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -64,28 +55,15 @@ class PPOReporting(Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        """After each rollout's update: evaluate if one falls due, then log."""
+        """After each rollout's update: evaluate if one falls due."""
         self.timing["update"] += time.perf_counter() - self._update_started
         module = _ppo(pl_module)
-        collector = module.collector
-        assert collector is not None
-        env_steps = collector.env_steps
-        metrics: dict[str, float] = dict(outputs)
+        assert module.collector is not None
+        env_steps = module.collector.env_steps
         every = module.eval_every_env_steps
         before = env_steps - module.rollout_size * trainer.world_size
         if every and env_steps // every > before // every:
-            metrics["eval_return"] = self._evaluate(module, env_steps)
-        tick = time.perf_counter()
-        recent = collector.episodes.returns[-WINDOW:]
-        if recent:
-            lengths = collector.episodes.lengths[-WINDOW:]
-            metrics["episodic_return"] = sum(recent) / len(recent)
-            metrics["episodic_length"] = sum(lengths) / len(lengths)
-        elapsed = time.perf_counter() - collector.started
-        metrics["sps"] = (env_steps - collector.first_env_step) / elapsed
-        for logger in trainer.loggers:  # every configured logger, not only the first
-            logger.log_metrics(metrics, step=env_steps)
-        self.timing["logging"] += time.perf_counter() - tick
+            module.log("eval_return", self._evaluate(module, env_steps), on_step=True)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """A last evaluation, unless one just ran; every process's episodes in a CSV."""
@@ -112,18 +90,17 @@ class PPOReporting(Callback):
             "solved_return": solved_return,
             "steps_to_solved": None,
             "seconds_to_solved": None,
-            "steps_to_475": None,
-            "seconds_to_475": None,
             "steps_to_solved_or_penalty": None,
         }
         if collector is None:
             return extras
         episodes = collector.episodes
-        for threshold, suffix in ((solved_return, "solved"), (CONTRACT_RETURN, "475")):
-            index = None if threshold is None else first_solved(episodes.returns, threshold, WINDOW)
-            if index is not None:
-                extras[f"steps_to_{suffix}"] = episodes.env_steps[index]
-                extras[f"seconds_to_{suffix}"] = round(episodes.seconds[index], 3)
+        index = None
+        if solved_return is not None:
+            index = first_solved(episodes.returns, solved_return, WINDOW)
+        if index is not None:
+            extras["steps_to_solved"] = episodes.env_steps[index]
+            extras["seconds_to_solved"] = round(episodes.seconds[index], 3)
         if not self.last_eval_returns:
             return extras
         env_steps = collector.env_steps
@@ -149,7 +126,6 @@ class PPOReporting(Callback):
                 "policy": round(collector.policy_seconds, 3),
                 "update": round(self.timing["update"], 3),
                 "evaluation": round(self.timing["evaluation"], 3),
-                "logging": round(self.timing["logging"], 3),
             },
             "evaluations": self.evaluations,
         }

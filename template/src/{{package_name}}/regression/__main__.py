@@ -107,7 +107,11 @@ def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> R
             },
             save_config_kwargs={"overwrite": True},
             parser_class=OneLineErrorParser,
-            parser_kwargs={"predict": {"links_from_data": False}},
+            # The usage and tip lines name the command as typed, not __main__.py.
+            parser_kwargs={
+                "prog": f"python -m {__package__}",
+                "predict": {"links_from_data": False},
+            },
             args=args,
         )
 

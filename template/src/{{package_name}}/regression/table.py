@@ -116,6 +116,10 @@ class Encoding:
         return features, complete, int(unseen.sum())
 
 
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?")
+"""A number with commas between its thousands, which ``--data.thousands ,`` reads."""
+
+
 def numbers(column: pd.Series, name: str, path: Path) -> np.ndarray:
     """The column as float64 (missing cells NaN), or a UserError naming its first text or
     ``inf`` cell by data row."""
@@ -123,7 +127,8 @@ def numbers(column: pd.Series, name: str, path: Path) -> np.ndarray:
         return np.empty(0)
     if not _numeric(column):
         row, cell = _first_text_cell(column)
-        raise UserError(f"{path}: data row {row}: column {name!r} has {cell!r}, not a number")
+        fix = "; --data.thousands , reads 1,234.5" if _THOUSANDS.fullmatch(cell) else ""
+        raise UserError(f"{path}: data row {row}: column {name!r} has {cell!r}, not a number{fix}")
     values = column.to_numpy(dtype=np.float64, na_value=np.nan)
     infinite = np.flatnonzero(np.isinf(values))
     if len(infinite):

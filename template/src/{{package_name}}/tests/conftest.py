@@ -3,21 +3,24 @@
 ``broadcast_guard``: request it to run a test inside :class:`BroadcastGuard`, so any
 elementwise operation that stretches both operands fails the test at its source line.
 
-The ``slow`` marker is checked, not just written: a test that starts a child process
-(command line, DDP, async envs) fails unless it is marked slow, and one marked slow fails
-unless it starts one. So ``pytest -m "not slow"`` is every test that stays in this process.
-The ``cli`` marker is checked the same way: exactly the tests that build a LightningCLI
-command line in this process. ``pytest -m "not slow and not cli"`` is the quick run.
+Two markers keep ``pytest -m "not slow and not cli"`` quick: ``slow`` for a test that starts
+another process (a command line, DDP, async envs), ``cli`` for one that runs an example's
+command line in this process. The quick run is checked: a test with neither marker fails
+if the processes it started, in its fixtures or its body, used CPU time (``os.times``
+counts the children that this process waited for), so a test that starts one cannot slip
+into the quick run.
 """
 
+import os
 from collections.abc import Generator, Iterator
 
 import pytest
+from jsonargparse import ArgumentParser
+from lightning.pytorch.loggers import TensorBoardLogger
 
 from ..guards import BroadcastGuard
-from .helpers import child_processes, in_process_cli
 
-_watching = pytest.MonkeyPatch()
+_children_at_setup = 0.0
 
 
 @pytest.fixture
@@ -26,26 +29,23 @@ def broadcast_guard() -> Iterator[BroadcastGuard]:
         yield guard
 
 
+def _children_seconds() -> float:
+    times = os.times()
+    return times.children_user + times.children_system
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    in_process_cli.find_stubs()  # its one child process is no test's
-    child_processes.watch(_watching)
-    in_process_cli.watch(_watching)
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    _watching.undo()
+    """Let jsonargparse find its type stubs now: it reads the types of a class's unannotated
+    parameters (TensorBoard's, behind the examples' default logger) from typeshed stubs,
+    which it finds by asking a child Python for its ``sys.path``, once per process. That
+    child belongs to no test."""
+    ArgumentParser(exit_on_error=False).add_class_arguments(TensorBoardLogger, "logger")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    # Before any fixture of the test is set up, so that a module fixture's process counts.
-    child_processes.reset()
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_call(item: pytest.Item) -> None:
-    # The test's own body only: a module fixture's command line is shared by many tests.
-    in_process_cli.reset()
+    global _children_at_setup
+    _children_at_setup = _children_seconds()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -53,11 +53,13 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    if call.when == "call" and report.passed:
-        problem = child_processes.mismatch(
-            item.get_closest_marker("slow") is not None
-        ) or in_process_cli.mismatch(item.get_closest_marker("cli") is not None)
-        if problem:
+    marked = item.get_closest_marker("slow") or item.get_closest_marker("cli")
+    if call.when == "call" and report.passed and not marked:
+        used = _children_seconds() - _children_at_setup
+        if used > 0:
             report.outcome = "failed"
-            report.longrepr = f"{item.nodeid} {problem}"
+            report.longrepr = (
+                f"{item.nodeid} started a process ({used:.2f} s of its CPU time): "
+                "mark it @pytest.mark.slow"
+            )
     return report

@@ -1,6 +1,7 @@
 """The PPO example end to end: the CLI, autoreset handling, summary.json, and the seed's
 RL bug injected into a real training run."""
 
+import csv
 import dataclasses
 import inspect
 import json
@@ -12,6 +13,7 @@ import torch
 import yaml
 from einops import rearrange
 from jaxtyping import TypeCheckError
+from lightning.pytorch.loggers import CSVLogger
 
 from ...guards import BroadcastError, BroadcastGuardCallback
 from ...policy_gradient import clipped_surrogate_loss
@@ -92,7 +94,7 @@ def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> N
     assert summary["global_step"] == 2 * 2
 
 
-CONTRACT = ("eval_return_mean", "env_steps", "train_seconds", "steps_to_475", "seconds_to_475")
+CONTRACT = ("eval_return_mean", "env_steps", "train_seconds")
 SOLVED = ("solved_return", "steps_to_solved", "seconds_to_solved")
 
 
@@ -111,7 +113,7 @@ def test_short_fit_writes_the_summary_contract(tmp_path: Path) -> None:
 
 
 @pytest.mark.cli
-def test_solved_return_sets_steps_to_solved_while_475_keeps_its_meaning(tmp_path: Path) -> None:
+def test_solved_return_sets_steps_to_solved(tmp_path: Path) -> None:
     # An untrained CartPole policy's episodes last about 20 steps: a mean of 15 is reached
     # within the first rollouts, 475 never.
     summary = _fit(
@@ -124,14 +126,13 @@ def test_solved_return_sets_steps_to_solved_while_475_keeps_its_meaning(tmp_path
     )
     assert summary["solved_return"] == 15
     assert 0 < summary["steps_to_solved"] <= 1024 and summary["seconds_to_solved"] > 0
-    assert summary["steps_to_475"] is None and summary["seconds_to_475"] is None
 
 
-def test_steps_to_475_and_to_solved_are_read_off_the_rolling_20_episode_mean() -> None:
+def test_steps_to_solved_is_read_off_the_rolling_20_episode_mean() -> None:
     module = ppo_module.PPOModule(solved_return=100.0)
     module.collector, _ = _collector(num_envs=1, num_steps=1)
     # Ten episodes return 50, then every one 500. The 20-episode mean first reaches 100 at
-    # the 20th episode (mean 275; fewer than 20 never count), 475 at the 29th (19 of 500).
+    # the 20th episode (mean 275; fewer than 20 never count).
     module.collector.episodes = Episodes(
         env_steps=[10 * (index + 1) for index in range(40)],
         seconds=[0.5 * (index + 1) for index in range(40)],
@@ -143,8 +144,6 @@ def test_steps_to_475_and_to_solved_are_read_off_the_rolling_20_episode_mean() -
         "solved_return": 100.0,
         "steps_to_solved": 200,
         "seconds_to_solved": 10.0,
-        "steps_to_475": 290,
-        "seconds_to_475": 14.5,
         "steps_to_solved_or_penalty": None,  # no evaluation yet
     }
 
@@ -216,9 +215,8 @@ def test_pendulum_config_runs(tmp_path: Path) -> None:
     )
     assert summary["env_steps"] == 2048
     assert summary["eval_return_mean"] < 0  # Pendulum's rewards are costs
-    # No solved threshold: its keys are there, null; the 475 contract is there too.
+    # No solved threshold: its keys are there, null.
     assert {key: summary[key] for key in SOLVED} == dict.fromkeys(SOLVED)
-    assert summary["steps_to_475"] is None and summary["seconds_to_475"] is None
 
 
 def _column_advantages(log_prob, old_log_prob, advantages, clip_coef):
@@ -263,3 +261,29 @@ def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> N
         f"(N, 1) advantages unchecked {buggy['eval_return_mean']}"
     )
     assert correct["eval_return_mean"] >= 2 * buggy["eval_return_mean"]
+
+
+def test_a_plain_trainer_gets_the_statistics_at_the_env_step_count(tmp_path: Path) -> None:
+    module = ppo_module.PPOModule(
+        num_envs=2,
+        num_steps=16,
+        total_env_steps=64,
+        update_epochs=1,
+        num_minibatches=1,
+        eval_every_env_steps=0,
+        hidden_sizes=(8,),
+    )
+    logger = CSVLogger(tmp_path)
+    trainer = L.Trainer(
+        max_epochs=1,
+        logger=logger,
+        log_every_n_steps=1,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(module)  # no command line, no callback of ours
+    with open(Path(logger.log_dir) / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [int(row["step"]) for row in rows] == [32, 64]  # env steps, not optimizer steps
+    assert {*ppo_module.STATISTICS, "learning_rate", "sps"} <= set(rows[0])

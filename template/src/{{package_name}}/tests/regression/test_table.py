@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from ...errors import UserError
 from ...regression import RegressionData
 
 
@@ -68,3 +69,17 @@ def test_true_false_cells_are_text(tmp_path: Path, caplog: pytest.LogCaptureFixt
         data = RegressionData(csv_path=path, target="y")
     assert data.feature_columns == ["a"]
     assert any("left out: flag (text:" in record.message for record in caplog.records)
+
+
+@pytest.mark.parametrize("cell", ["156,486", "1,234.5"])
+def test_a_number_with_thousands_commas_is_refused_with_the_option_that_reads_it(
+    tmp_path: Path, cell: str
+) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("area,price\n" + "".join(f'{i},"{cell}"\n' for i in range(4)))
+    with pytest.raises(UserError) as refused:
+        RegressionData(csv_path=path, target="price")
+    named = f"column 'price' has '{cell}', not a number; --data.thousands , reads 1,234.5"
+    assert str(refused.value).endswith(named)
+    data = RegressionData(csv_path=path, target="price", thousands=",")  # the option works
+    assert len(data.train_set) + len(data.val_set) == 4
