@@ -6,6 +6,10 @@ that start a child process (``slow``: command lines, DDP, async envs, compiled f
 those that build a LightningCLI command line in this process (``cli``), which take most of
 the full suite's time; the tests' conftest fails an unmarked test that starts a process.
 Anything after ``--`` goes to pytest: ``nox -s tests -- -k ppo -x``.
+
+Where uv is installed, nox makes its environments with uv, and a committed ``uv.lock`` is
+what they install (``uv sync --locked``); otherwise pip installs the project and its
+``dev`` dependency group from the ranges in ``pyproject.toml``.
 """
 
 from pathlib import Path
@@ -15,14 +19,25 @@ import nox
 
 nox.options.sessions = ["lint", "typecheck", "tests"]
 nox.options.reuse_existing_virtualenvs = True
+nox.options.default_venv_backend = "uv|virtualenv"
+PYPROJECT = nox.project.load_toml("pyproject.toml")
 
 MULTI_PROCESS = "ddp or slurm or torchrun"
 """The tests that start more than one process: their names (or their files') say how."""
 
 
+def install(session: nox.Session) -> None:
+    """The project (editable) and its dev group: from the lock where uv has one to follow."""
+    if session.venv_backend == "uv" and Path("uv.lock").is_file():
+        location = str(session.virtualenv.location)
+        session.run_install("uv", "sync", "--locked", env={"UV_PROJECT_ENVIRONMENT": location})
+    else:
+        session.install("-e", ".", *nox.project.dependency_groups(PYPROJECT, "dev"))
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    session.install("-e", ".[dev]")
+    install(session)
     session.run("pytest", *session.posargs)
 
 
@@ -35,7 +50,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    session.install("-e", ".[dev]")
+    install(session)
     session.run("pyright")
 
 
@@ -44,7 +59,7 @@ def stress(session: nox.Session) -> None:
     """Run the multi-process tests round after round (``nox -s stress -- 5``: 5 rounds) and
     count the failures. A rare one, such as gloo aborting a process at exit, shows up as a
     count and the failing tests' names; nothing is retried."""
-    session.install("-e", ".[dev]")
+    install(session)
     rounds = int(session.posargs[0]) if session.posargs else 20
     reports = Path(session.create_tmp())
     failed: list[str] = []

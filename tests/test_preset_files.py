@@ -27,6 +27,7 @@ CORE = [
     "README.md",
     "noxfile.py",
     "pyproject.toml",
+    "docs/install.md",
     "docs/shape_bugs.md",
     "docs/defences.md",
     "docs/shape_checks.md",

@@ -65,7 +65,14 @@ def test_pyright_basic_is_clean(project: Path) -> None:
 
 
 def test_project_suite_passes(project: Path) -> None:
-    done = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], project)
+    """The whole suite where every feature is on (the ``full`` preset: DDP, SLURM, sweeps,
+    the R² test); the quick suite elsewhere, whose slow tests ``full`` runs too."""
+    answers = (project / ".copier-answers.yml").read_text()
+    every = all(f"{feature}: true" in answers for feature in FEATURES)
+    selected = [] if every else ["-m", QUICK]
+    done = _run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *selected], project
+    )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
 
 
@@ -93,10 +100,10 @@ DISTRIBUTION = {"yaml": "pyyaml"}
 
 def _declared(project: Path) -> tuple[set[str], set[str]]:
     """The distributions a project declares: for its modules (dependencies and extras),
-    and for its tests and tools (those and the dev extra)."""
+    and for its tests and tools (those and the dev group)."""
     pyproject = nox.project.load_toml(project / "pyproject.toml")
-    extras = dict(pyproject["project"].get("optional-dependencies", {}))
-    dev = extras.pop("dev", [])
+    extras = pyproject["project"].get("optional-dependencies", {})
+    dev = nox.project.dependency_groups(pyproject, "dev")
 
     def names(requirements: list[str]) -> set[str]:
         return {re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0].lower() for r in requirements}
@@ -107,7 +114,7 @@ def _declared(project: Path) -> tuple[set[str], set[str]]:
 
 def _import_problems(project: Path) -> list[str]:
     """Relative imports of a module the render lacks, and third-party imports that the
-    render's pyproject.toml does not declare (a test's may be in the dev extra)."""
+    render's pyproject.toml does not declare (a test's may be in the dev group)."""
     runtime, for_tests = _declared(project)
     own = {path.name for path in (project / "src").iterdir()}
     problems = []
