@@ -62,8 +62,12 @@ def work(settings: Settings, worker: int) -> None:
             # a resume, where the history it learns from is the same. Optuna has already
             # called the previous sampler's before_trial, which TPE's independent sampling
             # does not use; every draw and after_trial go to this one.
+            # Optuna 5 changed TPE's defaults (multivariate, constant liar): pinned here to
+            # 4.x's, so that optuna>=4.3 means one sampler.
             run.study.sampler = optuna.samplers.TPESampler(
-                seed=(settings.seed * 1_000_003 + run.number) % 2**32
+                seed=(settings.seed * 1_000_003 + run.number) % 2**32,
+                multivariate=False,
+                constant_liar=False,
             )
             try:
                 return trial.run(run, search, fit_main, settings.fit_args, settings.folder)

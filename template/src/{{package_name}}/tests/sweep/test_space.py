@@ -154,12 +154,16 @@ def test_trials_to_start_count_the_live_ones_of_this_machine_as_finishing(
 
 def test_a_process_that_took_a_dead_workers_id_is_not_taken_for_it() -> None:
     """Where the system gives a process's start time (/proc), a worker record is alive only
-    if the process with its id started when the worker did."""
+    if the process with its id started when the worker did. The record that must not match
+    says the parent started one clock tick later than it did: a time known to differ,
+    where this process's own start may fall in the parent's tick."""
     import os
 
-    from ...sweep.storage import _alive, this_worker
+    from ...sweep.storage import _alive, _started, this_worker
 
-    parent = {**this_worker(), "pid": os.getppid(), "started": None}
+    started = _started(os.getppid())
+    parent = {**this_worker(), "pid": os.getppid(), "started": started}
     assert _alive(parent)
-    own_start = {**parent, "started": this_worker()["started"]}
-    assert _alive(own_start) == (this_worker()["started"] is None)
+    assert _alive({**parent, "started": None})  # a record without a start time: the id decides
+    if started is not None:
+        assert not _alive({**parent, "started": str(int(started) + 1)})
