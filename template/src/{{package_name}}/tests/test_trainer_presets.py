@@ -18,11 +18,11 @@ PRESETS = sorted((CONFIGS / "trainer").glob("*.yaml"))
 EXAMPLES = [name for name in ("regression", "ppo") if importlib.util.find_spec(f"{PACKAGE}.{name}")]
 
 
-def _yaml(path: Path) -> dict:
+def load_yaml(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
-def _printed_config(capsys: pytest.CaptureFixture[str], example: str, args: list[str]) -> dict:
+def printed_config(capsys: pytest.CaptureFixture[str], example: str, args: list[str]) -> dict:
     main = importlib.import_module(f"{PACKAGE}.{example}.__main__").main
     with pytest.raises(SystemExit) as exited:
         main([*args, "--print_config"])
@@ -41,12 +41,12 @@ def test_preset_sets_the_trainer_and_keeps_the_example(
     capsys: pytest.CaptureFixture[str], example: str, preset: Path
 ) -> None:
     config_path = CONFIGS / f"{example}.yaml"
-    printed = _printed_config(
+    printed = printed_config(
         capsys, example, ["fit", "--config", str(config_path), "--trainer", str(preset)]
     )
-    for key, value in _yaml(preset).items():
+    for key, value in load_yaml(preset).items():
         assert printed["trainer"][key] == value, key
-    example_config = _yaml(config_path)
+    example_config = load_yaml(config_path)
     assert printed["trainer"]["max_epochs"] == example_config["trainer"]["max_epochs"]
     for key, value in example_config["model"].items():
         assert printed["model"][key] == value, key

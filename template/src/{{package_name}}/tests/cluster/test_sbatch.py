@@ -1,8 +1,6 @@
 """The SLURM script's own command parses with every example's config, and its first
 argument picks the example: a mistake fails here, not on the cluster."""
 
-import importlib
-import importlib.util
 import os
 import shlex
 import shutil
@@ -10,26 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ..helpers.paths import CONFIGS, PACKAGE, PROJECT_ROOT
+from ..test_trainer_presets import EXAMPLES, load_yaml, printed_config
 from .allocation import SLURM
 
 SBATCH = SLURM / "train.sbatch"
-EXAMPLES = [name for name in ("regression", "ppo") if importlib.util.find_spec(f"{PACKAGE}.{name}")]
 MISSING = [name for name in ("regression", "ppo") if name not in EXAMPLES]
-
-
-def _yaml(path: Path) -> dict:
-    return yaml.safe_load(path.read_text())
-
-
-def _printed_config(capsys: pytest.CaptureFixture[str], example: str, args: list[str]) -> dict:
-    main = importlib.import_module(f"{PACKAGE}.{example}.__main__").main
-    with pytest.raises(SystemExit) as exited:
-        main([*args, "--print_config"])
-    assert exited.value.code in (None, 0)
-    return yaml.safe_load(capsys.readouterr().out)
 
 
 @pytest.mark.slow
@@ -56,14 +41,14 @@ def test_sbatch_command_parses_with_slurm_sizes(
     assert words[:3] == ["srun", "python", "-m"]
     assert words[3] == f"{PACKAGE}.{example}"
     monkeypatch.chdir(PROJECT_ROOT)  # the script runs from the project root
-    printed = _printed_config(capsys, example, words[4:])
+    printed = printed_config(capsys, example, words[4:])
     assert printed["trainer"]["num_nodes"] == 3
     assert str(printed["trainer"]["devices"]) == "2"  # Lightning reads "2" as two devices
     assert printed["trainer"]["strategy"] == "ddp"
     # The requeue on SLURM's warning signal is the script's to add (preemption.py).
     added = [callback["class_path"] for callback in printed["trainer"]["callbacks"] or []]
     assert added == [f"{PACKAGE}.preemption.SlurmRequeue"]
-    example_model = _yaml(CONFIGS / f"{example}.yaml")["model"]
+    example_model = load_yaml(CONFIGS / f"{example}.yaml")["model"]
     assert {key: printed["model"][key] for key in example_model} == example_model
 
 
