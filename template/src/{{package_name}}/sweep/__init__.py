@@ -2,7 +2,6 @@
 
 - :mod:`.space`: the YAML search space and its objective, a ``summary.json`` key;
 - :mod:`.trial`: one trial, an ordinary ``fit`` of the example, and its pruning reporter;
-- :mod:`.pruner`: Optuna's median pruner, counting the trials running beside the judged one;
 - :mod:`.storage`: where the study lives, and the trials of a worker that was killed;
 - :mod:`.report`: ``best.yaml`` and the plots in the study's folder;
 - :mod:`.worker`: a worker, which runs trials until the study holds enough;

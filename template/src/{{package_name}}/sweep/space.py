@@ -87,7 +87,7 @@ class SearchSpace:
     """``minimize`` or ``maximize``."""
     parameters: tuple[Parameter, ...]
     pruner: dict[str, int]
-    """Arguments of optuna's ``MedianPruner``, which :mod:`.pruner` extends."""
+    """Arguments of Optuna's ``MedianPruner``."""
 
     def overrides(self, values: dict[str, Any]) -> list[str]:
         """``--key=value`` arguments for ``values``: a string as it is, anything else as

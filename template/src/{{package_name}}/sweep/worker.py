@@ -18,7 +18,6 @@ import torch
 from ..errors import UserError, user_errors
 from ..guards.callbacks import NonFiniteError
 from . import space, storage, trial
-from .pruner import ParallelMedianPruner
 
 FAIL = optuna.trial.TrialState.FAIL
 WAIT_SECONDS = 0.2
@@ -52,7 +51,7 @@ def work(settings: Settings, worker: int) -> None:
         study = optuna.load_study(
             study_name=settings.study,
             storage=storage.open_storage(settings.storage),
-            pruner=ParallelMedianPruner(**search.pruner),
+            pruner=optuna.pruners.MedianPruner(**search.pruner),
         )
         refusals: list[UserError] = []
 
