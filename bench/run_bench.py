@@ -62,7 +62,8 @@ def main() -> None:
         sb3_runs.append(sb3(seed))
         a, b = our_runs[-1], sb3_runs[-1]
         print(
-            f"seed {seed}: ours steps_to_solved {a['steps_to_solved']} in {a['seconds_to_solved']} s, "
+            f"seed {seed}: ours steps_to_solved {a['steps_to_solved']} "
+            f"in {a['seconds_to_solved']} s, "
             f"eval {a['eval_return_mean']:.1f}, {a['env_steps_per_second']:.0f} env steps/s | "
             f"SB3 steps_to_solved {b['steps_to_solved']} in "
             f"{b['seconds_to_solved'] and round(b['seconds_to_solved'], 3)} s, "
