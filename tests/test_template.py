@@ -247,3 +247,24 @@ def test_copier_update_runs_on_a_rendered_project(template_snapshot: Path, tmp_p
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (project / "src" / "my_project" / "losses.py").is_file()
+
+
+@pytest.mark.parametrize(
+    ("data", "refused"),
+    [
+        ({"include_regression": False, "include_ppo": False, "include_sweeps": True}, "sweeps"),
+        ({"include_regression": False, "include_ppo": False, "include_cluster": True}, "cluster"),
+        ({"include_regression": False, "include_ppo": False, "include_trackers": True}, "trackers"),
+        ({"include_ppo": False, "include_video": True}, "include_video needs include_ppo"),
+    ],
+)
+def test_a_feature_without_what_it_needs_is_refused_and_nothing_written(
+    tmp_path: Path, data: dict[str, bool], refused: str
+) -> None:
+    destination = tmp_path / "out"
+    pairs = [arg for key, value in data.items() for arg in ("--data", f"{key}={value}")]
+    command = [sys.executable, "-m", "copier", "copy", "--defaults", "--vcs-ref=HEAD", *pairs]
+    done = _run([*command, str(ROOT), str(destination)], tmp_path)
+    assert done.returncode != 0
+    assert refused in done.stdout + done.stderr
+    assert not destination.exists() or not any(destination.iterdir())

@@ -10,9 +10,10 @@ Every entry point runs inside ``errors.user_errors``, so a mistake found later (
 the run cannot write, a checkpoint that does not load or fit, an option value that a class
 refuses when it is built) ends the output in one line too, with the same exit status.
 
-While a command line runs, :func:`quiet_third_parties` hides three notices from third
-parties that a user cannot act on, and a run of ``validate``, ``test`` or ``predict`` one
-more; every other warning and log record still shows, and importing changes nothing.
+While a command line runs, :func:`quiet_third_parties` hides two warnings and a log
+record from third parties that a user cannot act on, and a run of ``validate``, ``test``
+or ``predict`` one more warning; every other warning and log record still shows, and
+importing changes nothing.
 """
 
 import importlib.util

@@ -51,11 +51,14 @@ def fill_logger_paths(
             if not (init_args.get("id") or init_args.get("version")):
                 run_id = run_id or _recorded_wandb_id(resumed_from, checkpoint_dir)
                 init_args.id = run_id
-    if wandb:
-        callbacks = config.trainer.get("callbacks") or []
-        callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
-        recorder = Namespace(class_path=f"{__name__}.WandbRunId", init_args=Namespace())
-        config.trainer.callbacks = [*callbacks, recorder]
+    callbacks = config.trainer.get("callbacks") or []
+    callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
+    recorder = f"{__name__}.WandbRunId"
+    if wandb and recorder not in [getattr(c, "class_path", None) for c in callbacks]:
+        config.trainer.callbacks = [
+            *callbacks,
+            Namespace(class_path=recorder, init_args=Namespace()),
+        ]
 
 
 class WandbRunId(Callback):

@@ -51,7 +51,10 @@ def enjoy(
         raise UserError(f"--seed must be in [0, 2**32), as environments take it; got {seed}")
     if video is not None:
         if importlib.util.find_spec(VIDEO) is None:
-            raise UserError("--video: this project was generated without PPO videos (video.py)")
+            raise UserError(
+                "--video: this project was generated without PPO videos; "
+                "copier update --defaults --data include_video=true adds them"
+            )
         importlib.import_module(VIDEO).check(video)
     for option, path in (("--video", video), ("--output", output)):
         if path is not None:

@@ -331,12 +331,14 @@ class PPOModule(L.LightningModule):
         metrics = dict(zip(STATISTICS, means, strict=True))
         self.log_dict(metrics | self.progress(optimizer.param_groups[0]["lr"]), on_step=True)
 
-    def progress(self, learning_rate: float) -> dict[str, float]:
+    def progress(self, learning_rate: float) -> dict[str, float | Tensor]:
         """The learning rate, the last ``WINDOW`` training episodes' mean return and
         length, env steps per second, and the env-step count as Lightning's ``step``."""
         collector = self.collector
         assert collector is not None
-        values = {"learning_rate": learning_rate, "step": float(collector.env_steps)}
+        # float64: self.log stores a float as float32, exact only up to 2**24 env steps.
+        step = torch.tensor(collector.env_steps, dtype=torch.float64)
+        values: dict[str, float | Tensor] = {"learning_rate": learning_rate, "step": step}
         returns = collector.episodes.returns[-WINDOW:]
         lengths = collector.episodes.lengths[-WINDOW:]
         if returns:

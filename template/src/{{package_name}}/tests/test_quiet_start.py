@@ -1,5 +1,5 @@
 """The command lines print nothing from third parties that a user cannot act on, and
-hide nothing else: while ``cli.quiet_third_parties`` is open, it filters three notices by
+hide nothing else: while ``cli.quiet_third_parties`` is open, it filters two notices by
 category and message, and Lightning's cloud tips by message on the logger that emits them.
 Importing the package's modules installs no filter, and the context leaves none behind.
 (The command lines' own output is checked in ``helpers.command_line.fit_summary``.)"""

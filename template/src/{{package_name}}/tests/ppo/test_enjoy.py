@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from ...ppo import enjoy
 from ...ppo.enjoy import main
 from ..helpers.command_line import run_example
 from ..helpers.refusals import refusal, refused_line
@@ -116,3 +117,14 @@ def test_command_line_exits_2_with_the_error_last(tmp_path: Path, trained: Path)
     )
     assert returncode == 2, "\n".join(lines[-30:])
     assert re.search("^error: " + ROWS["other_models_checkpoint"][1], refused_line(lines))
+
+
+def test_video_in_a_project_without_videos_is_refused_with_the_update_that_adds_them(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, trained: Path
+) -> None:
+    monkeypatch.setattr(enjoy, "VIDEO", f"{enjoy.__package__}.no_video_here")  # as if absent
+    line = refusal(capsys, lambda: main(["--ckpt_path", checkpoint(trained), "--video", "r.mp4"]))
+    assert line == (
+        "error: --video: this project was generated without PPO videos; "
+        "copier update --defaults --data include_video=true adds them"
+    )
