@@ -126,15 +126,22 @@ def _import_problems(project: Path) -> list[str]:
                 base = path.parent
                 for _ in range(node.level - 1):
                     base = base.parent
-                parts = node.module.split(".") if node.module else []
-                target = base.joinpath(*parts)
-                candidates = [target.with_suffix(".py"), target / "__init__.py"]
-                if not parts:  # "from . import x": x is a module or a name in __init__
-                    candidates = [base / "__init__.py"]
-                if not any(candidate.is_file() for candidate in candidates):
-                    problems.append(
-                        f"{name}:{node.lineno}: no module {'.' * node.level}{node.module}"
+                if node.module:
+                    target = base.joinpath(*node.module.split("."))
+                    files = (target.with_suffix(".py"), target / "__init__.py")
+                    found = any(file.is_file() for file in files)
+                else:  # "from . import x": each x a module of the package or a name in __init__
+                    init = (base / "__init__.py").read_text()
+                    found = all(
+                        (base / f"{alias.name}.py").is_file()
+                        or (base / alias.name / "__init__.py").is_file()
+                        or re.search(rf"\b{alias.name}\b", init)
+                        for alias in node.names
                     )
+                if not found:
+                    names = ", ".join(alias.name for alias in node.names)
+                    missing = "." * node.level + (node.module or f" import {names}")
+                    problems.append(f"{name}:{node.lineno}: no module {missing}")
                 continue
             if isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]

@@ -35,7 +35,7 @@ def fill_logger_paths(
     With a W&B logger, :class:`WandbRunId` joins the trainer's callbacks."""
     root = Path(run_root(config.trainer.get("default_root_dir"))).resolve()
     run_id = None
-    wandb = False
+    has_wandb = False
     for logger in _logger_configs(config.trainer.get("logger")):
         init_args = logger.get("init_args")
         if init_args is None:
@@ -47,14 +47,14 @@ def fill_logger_paths(
             if not init_args.get("artifact_location"):
                 init_args.artifact_location = str(root / "mlartifacts")
         if name == "WandbLogger":
-            wandb = True
+            has_wandb = True
             if not (init_args.get("id") or init_args.get("version")):
                 run_id = run_id or _recorded_wandb_id(resumed_from, checkpoint_dir)
                 init_args.id = run_id
     callbacks = config.trainer.get("callbacks") or []
     callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
     recorder = f"{__name__}.WandbRunId"
-    if wandb and recorder not in [getattr(c, "class_path", None) for c in callbacks]:
+    if has_wandb and recorder not in [getattr(c, "class_path", None) for c in callbacks]:
         config.trainer.callbacks = [
             *callbacks,
             Namespace(class_path=recorder, init_args=Namespace()),

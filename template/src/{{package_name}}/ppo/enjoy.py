@@ -49,13 +49,15 @@ def enjoy(
         raise UserError(f"--episodes must be at least 1, got {episodes}")
     if seed is not None and not 0 <= seed < 2**32:
         raise UserError(f"--seed must be in [0, 2**32), as environments take it; got {seed}")
+    recorder = None
     if video is not None:
         if importlib.util.find_spec(VIDEO) is None:
             raise UserError(
                 "--video: this project was generated without PPO videos; "
                 "copier update --defaults --data include_video=true adds them"
             )
-        importlib.import_module(VIDEO).check(video)
+        recorder = importlib.import_module(VIDEO)
+        recorder.check(video)
     for option, path in (("--video", video), ("--output", output)):
         if path is not None:
             if Path(path).is_dir():
@@ -85,8 +87,8 @@ def enjoy(
     for policy in ("deterministic", "sampled"):
         mean, low = report[f"{policy}_return_mean"], report[f"{policy}_return_min"]
         print(f"{policy} policy: return mean {mean:.2f}, min {low:.2f}")
-    if video is not None:
-        frames = importlib.import_module(VIDEO).record(module, seed, video)
+    if recorder is not None and video is not None:
+        frames = recorder.record(module, seed, video)
         report["video"], report["video_frames"] = video, frames
         print(f"video of the first deterministic episode ({frames} frames): {video}")
     if output is not None:
