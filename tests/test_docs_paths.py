@@ -138,7 +138,7 @@ def test_every_project_path_named_in_readme_and_docs_exists(project: Path) -> No
 
 def test_every_entry_of_the_layout_tree_exists(project: Path) -> None:
     entries = _layout_entries((project / "README.md").read_text())
-    assert f"src/{_package(project)}/shapes.py" in entries
+    assert f"src/{_package(project)}/core/shapes.py" in entries
     missing = [entry for entry in entries if not _exists(project, entry)]
     assert not missing, f"the Layout tree draws entries this project lacks: {missing}"
 

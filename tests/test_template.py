@@ -206,7 +206,7 @@ def test_package_name_follows_project_name(tmp_path: Path) -> None:
     project = render(
         tmp_path / "p", {"project_name": "Shape Safe RL!", "include_regression": False}
     )
-    assert (project / "src" / "shape_safe_rl" / "losses.py").is_file()
+    assert (project / "src" / "shape_safe_rl" / "core" / "losses.py").is_file()
 
 
 def test_license_none_writes_no_license(tmp_path: Path) -> None:
@@ -226,7 +226,7 @@ def test_gymnasium_is_a_dependency_only_with_ppo(tmp_path: Path) -> None:
     assert "gymnasium" in (with_ppo / "pyproject.toml").read_text()
     assert "gymnasium" not in (without / "pyproject.toml").read_text()
     assert not (without / "src" / "my_project" / "ppo").exists()
-    assert not (without / "src" / "my_project" / "policy_gradient.py").exists()
+    assert not (without / "src" / "my_project" / "core" / "policy_gradient.py").exists()
     assert not (without / "configs" / "ppo.yaml").exists()
 
 
@@ -253,7 +253,7 @@ def test_copier_update_runs_on_a_rendered_project(template_snapshot: Path, tmp_p
         project,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (project / "src" / "my_project" / "losses.py").is_file()
+    assert (project / "src" / "my_project" / "core" / "losses.py").is_file()
 
 
 @pytest.mark.parametrize(

@@ -10,14 +10,14 @@ runs a guard or an audit of its own, or counts what ``torch.compile`` traces (th
 a ``TorchFunctionMode``, which dynamo sees). Loading the conftests and collecting (importing
 the test modules) run under a guard that only records provenance, so a grid made at import
 time, such as ``POS = torch.arange(T)`` in a module a conftest imports, is known for what it
-is (see :mod:`.guards.broadcast`).
+is (see :mod:`.core.broadcast`).
 """
 
 from collections.abc import Iterator
 
 import pytest
 
-from .guards.broadcast import BroadcastGuard, Stretch
+from .core.broadcast import BroadcastGuard, Stretch
 
 __all__ = ["pytest_addoption", "pytest_configure", "pytest_load_initial_conftests"]
 

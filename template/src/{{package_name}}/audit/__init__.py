@@ -1,5 +1,5 @@
 """Audit a training script you did not write: ``python -m <package>.audit train.py ARGS``
-runs it as Python would, under :class:`~..guards.BroadcastGuard`, and reports every silent
+runs it as Python would, under :class:`~..core.broadcast.BroadcastGuard`, and reports every silent
 broadcast of the run, each once with a count, at the user's own line; ``--typecheck PKG``
 also checks the annotations of a package the script imports. See ``docs/audit.md``.
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, NoReturn
 
-from ..guards.broadcast import BroadcastError, BroadcastGuard, Stretch
+from ..core.broadcast import BroadcastError, BroadcastGuard, Stretch
 from .findings import Findings
 
 __all__ = ["main"]

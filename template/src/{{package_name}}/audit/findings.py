@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
-from ..guards.broadcast import Stretch
+from ..core.broadcast import Stretch
 
 __all__ = ["Finding", "Findings", "places"]
 

@@ -10,17 +10,17 @@ from collections.abc import Sequence
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser
 
-from ..cli import (
+from ..run.cli import (
     ExampleCLI,
     OneLineErrorParser,
     checkpoint_dir,
     processes_released,
     quiet_third_parties,
 )
-from ..errors import user_errors
-from ..guards import BroadcastGuardCallback, NonFiniteLocator
-from ..run_summary import RunSummary
-from ..tracking import link_logs_to_run_root
+from ..run.errors import user_errors
+from ..run.guards import BroadcastGuardCallback, NonFiniteLocator
+from ..run.summary import RunSummary
+from ..run.tracking import link_logs_to_run_root
 from .module import PPOModule
 from .reporting import PPOReporting
 

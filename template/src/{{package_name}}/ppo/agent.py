@@ -16,8 +16,8 @@ from torch import nn
 from torch.distributions import Categorical, Distribution, Independent, Normal
 from torch.nn import functional as F
 
-from ..nets import MLP, ScalarMLP
-from ..shapes import Float, Int, Tensor, compiled, typechecked
+from ..core.nets import MLP, ScalarMLP
+from ..core.shapes import Float, Int, Tensor, compiled, typechecked
 
 Action = Int[Tensor, " batch"] | Float[Tensor, "batch action"]
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from ..checkpoints import check_fits, check_hyperparameters, read
-from ..cli import OneLineErrorParser, check_writable
-from ..errors import UserError, user_errors
+from ..run.checkpoints import check_fits, check_hyperparameters, read
+from ..run.cli import OneLineErrorParser, check_writable
+from ..run.errors import UserError, user_errors
 from .evaluate import evaluate
 from .module import PPOModule
 

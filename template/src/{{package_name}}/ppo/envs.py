@@ -20,7 +20,7 @@ import numpy as np
 from gymnasium.envs.registration import find_highest_version, parse_env_id
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from ..errors import UserError
+from ..run.errors import UserError
 
 Vectorization = Literal["sync", "async"]
 

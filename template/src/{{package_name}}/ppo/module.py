@@ -35,8 +35,7 @@ from lightning.pytorch.core.optimizer import LightningOptimizer
 from lightning.pytorch.plugins.precision import MixedPrecision
 from torch.utils.data import DataLoader, IterableDataset
 
-from ..errors import UserError
-from ..policy_gradient import (
+from ..core.policy_gradient import (
     approx_kl,
     clip_fraction,
     clipped_surrogate_loss,
@@ -44,7 +43,8 @@ from ..policy_gradient import (
     normalize_advantages,
     value_loss,
 )
-from ..shapes import Float, Scalar, Tensor, typechecked
+from ..core.shapes import Float, Scalar, Tensor, typechecked
+from ..run.errors import UserError
 from .agent import ActorCritic
 from .envs import Vectorization, make_vector_env
 from .rollout import RolloutCollector, Samples

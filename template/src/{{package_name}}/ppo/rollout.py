@@ -23,8 +23,8 @@ import torch
 from einops import rearrange
 from gymnasium.vector import VectorEnv
 
-from ..policy_gradient import gae
-from ..shapes import Bool, Float, Int, Tensor, typechecked
+from ..core.policy_gradient import gae
+from ..core.shapes import Bool, Float, Int, Tensor, typechecked
 from .agent import Action, ActorCritic
 from .envs import final_observations
 

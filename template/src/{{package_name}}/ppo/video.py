@@ -10,7 +10,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from ..errors import UserError
+from ..run.errors import UserError
 from .evaluate import evaluate
 from .module import PPOModule
 

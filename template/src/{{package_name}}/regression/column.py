@@ -10,7 +10,7 @@ summed at full precision.
 
 import torch
 
-from ..shapes import Float, Tensor
+from ..core.shapes import Float, Tensor
 
 
 class Column:

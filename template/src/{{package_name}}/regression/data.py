@@ -27,8 +27,8 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from ..errors import UserError
-from ..shapes import Float
+from ..core.shapes import Float
+from ..run.errors import UserError
 from .module import RegressionModule
 from .predict import PredictChunks
 from .synthetic import make_synthetic_regression

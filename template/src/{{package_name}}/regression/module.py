@@ -17,11 +17,11 @@ import torch
 from einops import rearrange
 from torch.utils.data import DataLoader
 
-from ..errors import UserError
-from ..losses import mse_loss
-from ..metrics import mean_absolute_error, r2_score
-from ..nets import Activation, ScalarMLP
-from ..shapes import Float, Tensor, compiled, typechecked
+from ..core.losses import mse_loss
+from ..core.metrics import mean_absolute_error, r2_score
+from ..core.nets import Activation, ScalarMLP
+from ..core.shapes import Float, Tensor, compiled, typechecked
+from ..run.errors import UserError
 from .column import Column
 from .predict import PredictChunk
 

@@ -23,8 +23,8 @@ import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 from torch.utils.data import IterableDataset
 
-from ..errors import UserError
-from ..shapes import Bool, Float, Tensor
+from ..core.shapes import Bool, Float, Tensor
+from ..run.errors import UserError
 from .table import Encoding, TableOptions, checked_chunks, read_csv, read_header
 
 CHUNK_ROWS = 65536

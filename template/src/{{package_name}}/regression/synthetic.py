@@ -2,7 +2,7 @@
 
 import torch
 
-from ..shapes import Float, Tensor
+from ..core.shapes import Float, Tensor
 
 
 def make_synthetic_regression(

@@ -33,7 +33,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from ..errors import UserError
+from ..run.errors import UserError
 
 Missing = Literal["error", "drop"]
 

@@ -31,7 +31,7 @@ from typing import Any, NoReturn
 import optuna
 import yaml
 
-from ..errors import UserError, user_errors
+from ..run.errors import UserError, user_errors
 from . import report, space, storage, trial
 from .worker import EXAMPLES, PACKAGE, Settings, example_main, work
 

@@ -25,7 +25,7 @@ from typing import Any
 import optuna
 import yaml
 
-from ..errors import UserError
+from ..run.errors import UserError
 
 _OPTIONS = {
     "float": ({"low", "high"}, {"log", "step"}),

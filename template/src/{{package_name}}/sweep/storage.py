@@ -25,7 +25,7 @@ from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-from ..errors import UserError
+from ..run.errors import UserError
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 """The trials that count towards ``--trials``."""

@@ -21,7 +21,7 @@ import lightning as L
 import optuna
 from lightning.pytorch.callbacks import Callback
 
-from ..errors import UserError
+from ..run.errors import UserError
 from .space import SearchSpace
 from .storage import this_worker
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import optuna
 import torch
 
-from ..errors import UserError, user_errors
-from ..guards.callbacks import NonFiniteError
+from ..run.errors import UserError, user_errors
+from ..run.guards import NonFiniteError
 from . import space, storage, trial
 
 FAIL = optuna.trial.TrialState.FAIL

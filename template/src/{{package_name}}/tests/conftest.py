@@ -18,7 +18,7 @@ import pytest
 from jsonargparse import ArgumentParser
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from ..guards import BroadcastGuard
+from ..core.broadcast import BroadcastGuard
 
 _children_at_setup = 0.0
 

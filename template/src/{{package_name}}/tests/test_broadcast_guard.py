@@ -13,7 +13,9 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..guards import BroadcastError, BroadcastGuard, BroadcastGuardCallback, Stretch, broadcast
+from ..core import broadcast
+from ..core.broadcast import BroadcastError, BroadcastGuard, Stretch
+from ..run.guards import BroadcastGuardCallback
 
 N = 5
 COLUMN, ROW, FLAT = torch.randn(N, 1), torch.randn(1, N), torch.randn(N)
@@ -232,7 +234,7 @@ def test_mark_grid_makes_a_tensor_from_before_the_guard_a_grid() -> None:
 
 
 def test_broadcast_module_imports_only_torch_and_the_standard_library() -> None:
-    """``guards/broadcast.py`` is meant to be copied into plain PyTorch code as it is."""
+    """``core/broadcast.py`` is meant to be copied into plain PyTorch code as it is."""
     imported = []
     for node in ast.walk(ast.parse(Path(str(broadcast.__file__)).read_text())):
         if isinstance(node, ast.Import):

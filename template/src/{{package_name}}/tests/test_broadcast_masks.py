@@ -8,7 +8,8 @@ import pytest
 import torch
 from einops import rearrange
 
-from ..guards import BroadcastError, BroadcastGuard, broadcast
+from ..core import broadcast
+from ..core.broadcast import BroadcastError, BroadcastGuard
 
 B, T, N, C = 4, 6, 5, 3
 Tensor = torch.Tensor

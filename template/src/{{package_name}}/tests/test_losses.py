@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jaxtyping import TypeCheckError
 
-from ..losses import (
+from ..core.losses import (
     bce_with_logits_loss,
     cross_entropy_loss,
     gaussian_nll_loss,

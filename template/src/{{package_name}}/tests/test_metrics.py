@@ -6,7 +6,7 @@ import pytest
 import torch
 from jaxtyping import TypeCheckError
 
-from ..metrics import mean_absolute_error, r2_score
+from ..core.metrics import mean_absolute_error, r2_score
 
 
 def test_r2_is_one_for_a_perfect_fit_and_zero_for_the_mean() -> None:

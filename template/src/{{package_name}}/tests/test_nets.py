@@ -4,7 +4,7 @@ import pytest
 import torch
 from jaxtyping import TypeCheckError
 
-from ..nets import MLP, ScalarMLP
+from ..core.nets import MLP, ScalarMLP
 
 
 @pytest.mark.parametrize("batch", [1, 7])

@@ -13,9 +13,9 @@ from lightning.pytorch.core.optimizer import LightningOptimizer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..guards import NonFiniteError, NonFiniteLocator
-from ..losses import mse_loss
-from ..shapes import Float, Scalar, Tensor
+from ..core.losses import mse_loss
+from ..core.shapes import Float, Scalar, Tensor
+from ..run.guards import NonFiniteError, NonFiniteLocator
 
 Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, " batch"]]
 ROWS, BATCH = 64, 16  # four steps per epoch

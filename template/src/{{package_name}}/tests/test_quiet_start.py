@@ -12,7 +12,7 @@ import warnings
 import lightning as L
 import pytest
 
-from ..cli import _TIP_SOURCES, quiet_third_parties
+from ..run.cli import _TIP_SOURCES, quiet_third_parties
 from .helpers.command_line import child_environment
 from .helpers.paths import PACKAGE
 

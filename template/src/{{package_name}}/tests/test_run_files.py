@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ..errors import UserError, user_errors
+from ..run.errors import UserError, user_errors
 from .helpers.command_line import run_example
 from .helpers.paths import PACKAGE
 from .helpers.refusals import refusal, refused_line

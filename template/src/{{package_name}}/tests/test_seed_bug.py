@@ -12,10 +12,10 @@ import torch
 from einops import rearrange
 from jaxtyping import TypeCheckError
 
-from ..losses import mse_loss
-from ..metrics import r2_score
-from ..nets import ScalarMLP
-from ..shapes import checks_disabled
+from ..core.losses import mse_loss
+from ..core.metrics import r2_score
+from ..core.nets import ScalarMLP
+from ..core.shapes import checks_disabled
 from .helpers.command_line import child_environment
 
 Tensor = torch.Tensor

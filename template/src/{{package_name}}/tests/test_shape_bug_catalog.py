@@ -12,10 +12,10 @@ from einops import EinopsError, rearrange
 from jaxtyping import TypeCheckError
 from torch.distributions import Normal
 
-from ..guards import BroadcastError, BroadcastGuard
-from ..losses import masked_mean, mse_loss
-from ..nets import ScalarMLP
-from ..shapes import Float, Tensor, typechecked
+from ..core.broadcast import BroadcastError, BroadcastGuard
+from ..core.losses import masked_mean, mse_loss
+from ..core.nets import ScalarMLP
+from ..core.shapes import Float, Tensor, typechecked
 from .helpers.paths import DOCS
 
 N, T = 6, 4

@@ -7,9 +7,9 @@ import pytest
 import torch
 from jaxtyping import TypeCheckError
 
-from ..losses import mse_loss
-from ..nets import MLP, ScalarMLP
-from ..shapes import Float, Tensor, checks_disabled, compiled, typechecked
+from ..core.losses import mse_loss
+from ..core.nets import MLP, ScalarMLP
+from ..core.shapes import Float, Tensor, checks_disabled, compiled, typechecked
 
 
 @typechecked

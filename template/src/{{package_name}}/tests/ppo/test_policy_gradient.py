@@ -6,7 +6,7 @@ import torch
 from einops import rearrange
 from jaxtyping import TypeCheckError
 
-from ...policy_gradient import (
+from ...core.policy_gradient import (
     approx_kl,
     clip_fraction,
     clipped_surrogate_loss,

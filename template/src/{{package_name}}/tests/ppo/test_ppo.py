@@ -15,8 +15,9 @@ from einops import rearrange
 from jaxtyping import TypeCheckError
 from lightning.pytorch.loggers import CSVLogger
 
-from ...guards import BroadcastError, BroadcastGuardCallback
-from ...policy_gradient import clipped_surrogate_loss
+from ...core.broadcast import BroadcastError
+from ...core.policy_gradient import clipped_surrogate_loss
+from ...core.shapes import checks_disabled
 from ...ppo import __main__ as ppo_main
 from ...ppo import module as ppo_module
 from ...ppo.__main__ import main
@@ -24,7 +25,7 @@ from ...ppo.agent import ActorCritic
 from ...ppo.envs import make_vector_env
 from ...ppo.reporting import PPOReporting
 from ...ppo.rollout import Episodes, RolloutCollector
-from ...shapes import checks_disabled
+from ...run.guards import BroadcastGuardCallback
 from ..helpers.paths import CONFIGS
 
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]

@@ -6,8 +6,9 @@ from pathlib import Path
 import lightning as L
 import pytest
 
-from ...guards import BroadcastGuard, BroadcastGuardCallback
+from ...core.broadcast import BroadcastGuard
 from ...ppo import PPOModule, PPOReporting
+from ...run.guards import BroadcastGuardCallback
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])

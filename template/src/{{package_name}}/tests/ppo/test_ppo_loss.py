@@ -9,10 +9,10 @@ import torch
 from einops import rearrange
 from jaxtyping import TypeCheckError
 
+from ...core.shapes import Float, Tensor
 from ...ppo.agent import ActorCritic
 from ...ppo.module import STATISTICS, PPOModule, ppo_loss
 from ...ppo.rollout import Samples
-from ...shapes import Float, Tensor
 
 PER_ROW = ["actions", "old_log_prob", "old_values", "advantages", "returns"]
 """The fields of shape ``(batch,)`` for a categorical policy."""

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ...errors import user_errors
 from ...regression import RegressionData
 from ...regression.__main__ import main
+from ...run.errors import user_errors
 from ..helpers.command_line import run_example
 from ..helpers.paths import CONFIGS
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ...metrics import mean_absolute_error, r2_score
+from ...core.metrics import mean_absolute_error, r2_score
 from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
 from ..helpers.command_line import child_environment

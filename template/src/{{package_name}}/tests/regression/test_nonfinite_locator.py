@@ -12,8 +12,8 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from ...guards import NonFiniteError, NonFiniteLocator
 from ...regression import RegressionData, RegressionModule
+from ...run.guards import NonFiniteError, NonFiniteLocator
 from ..helpers.command_line import child_environment
 from ..helpers.paths import CONFIGS
 
@@ -93,7 +93,7 @@ def test_finite_regression_run_never_fires(tmp_path: Path) -> None:
 def test_cli_exits_1_with_its_traceback_and_one_line_summary_last(tmp_path: Path) -> None:
     """A diverging run is no user's mistake: it keeps its traceback and Python's status 1."""
     callbacks = [
-        {"class_path": f"{PACKAGE}.guards.NonFiniteLocator"},
+        {"class_path": f"{PACKAGE}.run.guards.NonFiniteLocator"},
         {"class_path": f"{__name__}.ExplodeLayer", "init_args": {"step": 6}},
     ]
     command = [sys.executable, "-m", f"{PACKAGE}.regression", "fit", "--config", str(CONFIG)]

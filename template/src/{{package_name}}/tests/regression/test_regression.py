@@ -9,9 +9,9 @@ import torch
 from einops import rearrange
 from jaxtyping import TypeCheckError
 
-from ...errors import UserError
 from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
+from ...run.errors import UserError
 from ..helpers.command_line import fit_summary
 from ..helpers.paths import CONFIGS
 from ..helpers.refusals import refusal

@@ -3,8 +3,9 @@ pair: BroadcastGuard raises nothing over a short fit."""
 
 import lightning as L
 
-from ...guards import BroadcastGuard, BroadcastGuardCallback
+from ...core.broadcast import BroadcastGuard
 from ...regression import RegressionData, RegressionModule
+from ...run.guards import BroadcastGuardCallback
 
 
 def test_regression_fit_has_no_broadcast_false_alarm(broadcast_guard: BroadcastGuard) -> None:

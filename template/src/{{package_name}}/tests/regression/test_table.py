@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ...errors import UserError
 from ...regression import RegressionData
+from ...run.errors import UserError
 
 
 def test_semicolons_thousands_and_decimal_commas_are_read(tmp_path: Path) -> None:

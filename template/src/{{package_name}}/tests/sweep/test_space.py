@@ -8,7 +8,7 @@ import optuna
 import pytest
 import yaml
 
-from ...errors import UserError
+from ...run.errors import UserError
 from ...sweep import space
 from ...sweep.__main__ import EXAMPLES
 from ...sweep.__main__ import main as sweep_main

@@ -23,8 +23,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import move_data_to_device
 
-from ..shapes import Float, Int, Scalar, Tensor, typechecked
-from .broadcast import BroadcastGuard, mark_grid
+from ..core.broadcast import BroadcastGuard, mark_grid
+from ..core.shapes import Float, Int, Scalar, Tensor, typechecked
 
 __all__ = ["BroadcastGuardCallback", "NonFiniteError", "NonFiniteLocator"]
 
