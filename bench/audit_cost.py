@@ -66,7 +66,7 @@ def main() -> None:
     project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 7
     sys.path.insert(0, str(project / "src"))  # an installed package works as well
-    guard = importlib.import_module(f"{package}.guards.broadcast").BroadcastGuard
+    guard = importlib.import_module(f"{package}.core.broadcast").BroadcastGuard
     audit = importlib.import_module(f"{package}.audit.command").main
     folder = Path(tempfile.mkdtemp())
     script = folder / "train.py"

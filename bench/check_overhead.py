@@ -43,7 +43,7 @@ def call_overhead(package: str) -> float:
 
     import torch
 
-    losses = importlib.import_module(f"{package}.losses")
+    losses = importlib.import_module(f"{package}.core.losses")
     torch.set_num_threads(1)
     prediction, target = torch.randn(256), torch.randn(256)
     checked, bare = losses.mse_loss, losses.mse_loss.__wrapped__

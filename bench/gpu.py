@@ -42,8 +42,8 @@ def regression_raw(package: str) -> dict:
     import torch
     import torch.nn.functional as F
 
-    nets = importlib.import_module(f"{package}.nets")
-    synthetic = importlib.import_module(f"{package}.regression.synthetic")
+    nets = importlib.import_module(f"{package}.core.nets")
+    synthetic = importlib.import_module(f"{package}.regression.data")
     x, y = synthetic.make_synthetic_regression(ROWS, FEATURES, 0.1, SEED)
     order = torch.randperm(ROWS, generator=torch.Generator().manual_seed(SEED))
     num_val = round(0.2 * ROWS)

@@ -50,7 +50,7 @@ class StepClock(L.Callback):
 
 def seconds_per_step(package: str, data: L.LightningDataModule, variant: str) -> float:
     regression = importlib.import_module(f"{package}.regression")
-    guards = importlib.import_module(f"{package}.guards")
+    guards = importlib.import_module(f"{package}.run.guards")
     L.seed_everything(0, verbose=False)
     model = regression.RegressionModule(
         num_features=data.num_features, target_mean=data.target_mean, target_std=data.target_std
@@ -77,7 +77,7 @@ def seconds_per_step(package: str, data: L.LightningDataModule, variant: str) ->
 def check_alone_microseconds(package: str, data: L.LightningDataModule) -> float:
     """The locator's per-step work on the example's real gradients, without training."""
     regression = importlib.import_module(f"{package}.regression")
-    locator = importlib.import_module(f"{package}.guards").NonFiniteLocator()
+    locator = importlib.import_module(f"{package}.run.guards").NonFiniteLocator()
     model = regression.RegressionModule(
         num_features=data.num_features, target_mean=data.target_mean, target_std=data.target_std
     )

@@ -16,7 +16,7 @@ from einops import rearrange
 def main() -> None:
     package, config, root, seed = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
     ppo_module = importlib.import_module(f"{package}.ppo.module")
-    shapes = importlib.import_module(f"{package}.shapes")
+    shapes = importlib.import_module(f"{package}.core.shapes")
     cli = importlib.import_module(f"{package}.ppo.__main__")
     correct_loss = ppo_module.clipped_surrogate_loss
 

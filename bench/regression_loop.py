@@ -70,7 +70,7 @@ def _prepared(package: str, rows: int) -> tuple:
     would; and the process's resident memory before it was made."""
     import torch
 
-    synthetic = importlib.import_module(f"{package}.regression.synthetic")
+    synthetic = importlib.import_module(f"{package}.regression.data")
     torch.set_num_threads(1)
     baseline = _reset_peak()
 
@@ -90,7 +90,7 @@ def raw_worker(package: str, rows: int, epochs: int) -> dict:
     import torch
     import torch.nn.functional as F
 
-    nets = importlib.import_module(f"{package}.nets")
+    nets = importlib.import_module(f"{package}.core.nets")
     x_train, y_train, x_val, y_val, baseline = _prepared(package, rows)
     y_mean, y_std = float(y_train.mean()), float(y_train.std())
 
@@ -139,7 +139,7 @@ def floor_worker(package: str, rows: int, epochs: int) -> dict:
     import torch
     import torch.nn.functional as F
 
-    nets = importlib.import_module(f"{package}.nets")
+    nets = importlib.import_module(f"{package}.core.nets")
     x_train, y_train, x_val, y_val, baseline = _prepared(package, rows)
     y_mean, y_std = float(y_train.mean()), float(y_train.std())
     steps_per_epoch = math.ceil(len(y_train) / BATCH)

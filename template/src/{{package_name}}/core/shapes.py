@@ -3,7 +3,7 @@
 Every typed function and every ``forward`` in this project is wrapped by
 :func:`typechecked`, so how annotations are enforced can change here and nowhere else.
 Checks are on by default; ``JAXTYPING_DISABLE=1`` in the environment turns them off.
-How it works, in a page: ``docs/shape_checks.md``.
+How it works, in a page: ``docs/defences.md``.
 
 What the decorator guarantees, and what it costs:
 
@@ -15,7 +15,7 @@ What the decorator guarantees, and what it costs:
   shapes.
 - A signature that passed is not checked again: the verdict is remembered, and a call
   then costs a couple of microseconds more than the bare function, a tenth or less of a
-  full check (``docs/shape_checks.md`` says how it works). The last partial batch, batch
+  full check (``docs/defences.md`` says how it works). The last partial batch, batch
   size 1 or a new sequence length are new signatures, so each is checked the first time it
   arrives. A known signature returning a result of a new shape is checked again, without
   re-running.

@@ -12,6 +12,7 @@ The evaluations so far are this callback's checkpoint state, so a resumed run re
 """
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,6 @@ from lightning.pytorch.callbacks import Callback
 
 from .evaluate import evaluate
 from .module import WINDOW, PPOModule
-from .solved import first_solved
 
 
 class PPOReporting(Callback):
@@ -165,3 +165,17 @@ def _ppo(pl_module: L.LightningModule) -> PPOModule:
             f"PPOReporting reports a PPOModule's run, not a {type(pl_module).__name__}'s"
         )
     return pl_module
+
+
+def first_solved(returns: Sequence[float], threshold: float, window: int) -> int | None:
+    """Index of the first episode at which the mean of the last ``window`` returns reaches
+    ``threshold``; None if it never does. Fewer than ``window`` episodes never count.
+    """
+    total = 0.0
+    for index, value in enumerate(returns):
+        total += value
+        if index >= window:
+            total -= returns[index - window]
+        if index + 1 >= window and total / window >= threshold:
+            return index
+    return None

@@ -12,7 +12,7 @@ import torch
 from jaxtyping import Float, Int, TypeCheckError, jaxtyped
 from torch import Tensor
 
-from .helpers.annotation_cases import (
+from .annotation_cases import (
     Case,
     Perturbed,
     Spec,
@@ -29,7 +29,7 @@ from .helpers.annotation_cases import (
     returned,
     values,
 )
-from .helpers.annotation_reading import satisfied
+from .annotation_reading import satisfied
 
 MODULES = available_modules()
 TARGETS = discover(MODULES)

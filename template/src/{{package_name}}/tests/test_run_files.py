@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from ..run.errors import UserError, user_errors
-from .helpers.command_line import run_example
-from .helpers.paths import PACKAGE
-from .helpers.refusals import refusal, refused_line
+from .project import CONFIGS, PACKAGE, refusal, refused_line, run_example
 
 EXAMPLES = [name for name in ("regression", "ppo") if importlib.util.find_spec(f"{PACKAGE}.{name}")]
 
@@ -313,3 +312,42 @@ def test_command_line_exits_2_with_the_error_as_last_line(
     )
     assert status == 2, "\n".join(lines[-20:])
     assert refused_line(lines).startswith(f"error: {broken}: not a readable checkpoint")
+
+
+# Every trainer preset combines with every example's config (--print_config parses and
+# validates without building a model), so a wrong key fails here, not on the cluster.
+PRESETS = sorted((CONFIGS / "trainer").glob("*.yaml"))
+
+
+def load_yaml(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def printed_config(capsys: pytest.CaptureFixture[str], example: str, args: list[str]) -> dict:
+    main = importlib.import_module(f"{PACKAGE}.{example}.__main__").main
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--print_config"])
+    assert exited.value.code in (None, 0)
+    return yaml.safe_load(capsys.readouterr().out)
+
+
+def test_every_preset_is_here() -> None:
+    assert {"cpu", "gpu", "ddp"} <= {path.stem for path in PRESETS}
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda path: path.stem)
+def test_preset_sets_the_trainer_and_keeps_the_example(
+    capsys: pytest.CaptureFixture[str], example: str, preset: Path
+) -> None:
+    config_path = CONFIGS / f"{example}.yaml"
+    printed = printed_config(
+        capsys, example, ["fit", "--config", str(config_path), "--trainer", str(preset)]
+    )
+    for key, value in load_yaml(preset).items():
+        assert printed["trainer"][key] == value, key
+    example_config = load_yaml(config_path)
+    assert printed["trainer"]["max_epochs"] == example_config["trainer"]["max_epochs"]
+    for key, value in example_config["model"].items():
+        assert printed["model"][key] == value, key

@@ -16,7 +16,7 @@ from ..core.losses import mse_loss
 from ..core.metrics import r2_score
 from ..core.nets import ScalarMLP
 from ..core.shapes import checks_disabled
-from .helpers.command_line import child_environment
+from .project import child_environment
 
 Tensor = torch.Tensor
 TRAIN_STEPS = 300

@@ -16,7 +16,7 @@ from ..core.broadcast import BroadcastError, BroadcastGuard
 from ..core.losses import masked_mean, mse_loss
 from ..core.nets import ScalarMLP
 from ..core.shapes import Float, Tensor, typechecked
-from .helpers.paths import DOCS
+from .project import DOCS
 
 N, T = 6, 4
 TESTS = Path(__file__).resolve().parent

@@ -14,7 +14,7 @@ import pytest
 from lightning.pytorch.cli import LightningCLI
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from .helpers.paths import CONFIGS, PACKAGE
+from .project import CONFIGS, PACKAGE
 
 EXAMPLES = [name for name in ("regression", "ppo") if importlib.util.find_spec(f"{PACKAGE}.{name}")]
 METRICS = {

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers.command_line import child_environment, run_example
-from ..helpers.paths import PACKAGE
+from ..project import PACKAGE, child_environment, run_example
 from .scripts import ATTENTION_MASKS, CATALOG, TWO_BUGS
 
 

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers.command_line import child_environment
-from ..helpers.paths import PACKAGE, PROJECT_ROOT
+from ..project import PACKAGE, PROJECT_ROOT, child_environment
 
 SUITE = textwrap.dedent(
     """\
@@ -94,7 +93,7 @@ def test_a_grid_made_while_the_conftests_load_is_a_grid(tmp_path: Path) -> None:
     assert "PASSED test_relative.py::test_relative_positions" in lines
 
 
-OWN_TESTS = ["test_losses.py", "test_nets.py", "test_metrics.py", "test_broadcast_masks.py"]
+OWN_TESTS = ["test_losses.py", "test_nets.py", "test_broadcast_guard.py"]
 """The tests of this project's typed functions and of the guard's mask rule: with the
 option, each of them runs under a second guard, the plugin's."""
 

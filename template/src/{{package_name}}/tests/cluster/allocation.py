@@ -19,8 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..helpers.command_line import child_environment
-from ..helpers.paths import PROJECT_ROOT
+from ..project import PROJECT_ROOT, child_environment
 
 SLURM = PROJECT_ROOT / "slurm"
 

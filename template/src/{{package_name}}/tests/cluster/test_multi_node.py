@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from ...regression.__main__ import main
-from ..helpers.paths import CONFIGS, PACKAGE
+from ..project import CONFIGS, PACKAGE
 from .allocation import Allocation, environment, free_port, wait_for
 
 BUDGET = [

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers.paths import CONFIGS, PACKAGE, PROJECT_ROOT
-from ..test_trainer_presets import EXAMPLES, load_yaml, printed_config
+from ..project import CONFIGS, PACKAGE, PROJECT_ROOT
+from ..test_run_files import EXAMPLES, load_yaml, printed_config
 from .allocation import SLURM
 
 SBATCH = SLURM / "train.sbatch"

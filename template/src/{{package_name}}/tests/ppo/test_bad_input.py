@@ -14,9 +14,7 @@ from jaxtyping import TypeCheckError
 
 from ...ppo import module as ppo_module
 from ...ppo.__main__ import main
-from ..helpers.command_line import run_example
-from ..helpers.paths import CONFIGS
-from ..helpers.refusals import refusal, refused_line
+from ..project import CONFIGS, refusal, refused_line, run_example
 
 CONFIG = CONFIGS / "ppo.yaml"
 TINY = ["--model.num_envs=2", "--model.num_steps=16", "--model.num_minibatches=2"]

@@ -10,8 +10,7 @@ import torch
 from jaxtyping import TypeCheckError
 
 from ...ppo.agent import ActorCritic
-from ..helpers.command_line import fit_summary
-from ..helpers.paths import CONFIGS
+from ..project import CONFIGS, fit_summary
 from .test_ppo import QUIET
 from .test_ppo import _fit as fit_example
 

@@ -15,8 +15,7 @@ import torch
 
 from ...ppo import enjoy
 from ...ppo.enjoy import main
-from ..helpers.command_line import run_example
-from ..helpers.refusals import refusal, refused_line
+from ..project import refusal, refused_line, run_example
 from .conftest import EVAL_EPISODES, EVAL_SEED, checkpoint
 
 

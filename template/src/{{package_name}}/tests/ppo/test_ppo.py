@@ -15,18 +15,18 @@ from einops import rearrange
 from jaxtyping import TypeCheckError
 from lightning.pytorch.loggers import CSVLogger
 
-from ...core.broadcast import BroadcastError
+from ...core.broadcast import BroadcastError, BroadcastGuard
 from ...core.policy_gradient import clipped_surrogate_loss
 from ...core.shapes import checks_disabled
+from ...ppo import PPOModule, PPOReporting
 from ...ppo import __main__ as ppo_main
 from ...ppo import module as ppo_module
 from ...ppo.__main__ import main
 from ...ppo.agent import ActorCritic
 from ...ppo.envs import make_vector_env
-from ...ppo.reporting import PPOReporting
 from ...ppo.rollout import Episodes, RolloutCollector
 from ...run.guards import BroadcastGuardCallback
-from ..helpers.paths import CONFIGS
+from ..project import CONFIGS
 
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
 
@@ -288,3 +288,39 @@ def test_a_plain_trainer_gets_the_statistics_at_the_env_step_count(tmp_path: Pat
         rows = list(csv.DictReader(handle))
     assert [int(row["step"]) for row in rows] == [32, 64]  # env steps, not optimizer steps
     assert {*ppo_module.STATISTICS, "learning_rate", "sps"} <= set(rows[0])
+
+
+# BroadcastGuard raises nothing over a short fit of either policy: no step stretches a pair.
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_ppo_fit_has_no_broadcast_false_alarm(
+    env_id: str, tmp_path: Path, broadcast_guard: BroadcastGuard
+) -> None:
+    # Optional terms on (annealing, value clipping, entropy, target KL): every branch runs.
+    # The fixture also covers the evaluations (PPOReporting's), the last of which runs
+    # after the callback's steps.
+    module = PPOModule(
+        env_id,
+        num_envs=4,
+        num_steps=32,
+        total_env_steps=3 * 4 * 32,
+        update_epochs=2,
+        num_minibatches=2,
+        anneal_lr=True,
+        value_clip_coef=0.2,
+        entropy_coef=0.01,
+        target_kl=1.0,
+        eval_every_env_steps=128,
+        eval_episodes=2,
+    )
+    callback = BroadcastGuardCallback(steps=3)
+    trainer = L.Trainer(
+        max_epochs=1,
+        default_root_dir=tmp_path,
+        callbacks=[PPOReporting(), callback],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(module)
+    assert callback.guarded == 3

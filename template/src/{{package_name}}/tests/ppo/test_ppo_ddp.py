@@ -15,8 +15,7 @@ import torch
 
 from ...ppo import PPOModule
 from ...ppo.__main__ import main
-from ..helpers.command_line import child_environment
-from ..helpers.refusals import refusal
+from ..project import child_environment, refusal
 
 PACKAGE = __name__.partition(".")[0]
 ROLLOUT = 4 * 32  # env steps of one process's rollout

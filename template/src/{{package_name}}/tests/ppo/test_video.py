@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ...ppo.enjoy import main
-from ..helpers.refusals import refusal
+from ..project import refusal
 from .conftest import checkpoint
 
 

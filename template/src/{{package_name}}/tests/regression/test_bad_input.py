@@ -17,8 +17,7 @@ import yaml
 from ...regression import RegressionData
 from ...regression.__main__ import main
 from ...run.errors import user_errors
-from ..helpers.command_line import run_example
-from ..helpers.paths import CONFIGS
+from ..project import CONFIGS, run_example
 
 CONFIG = CONFIGS / "regression.yaml"
 CSV = ["--data.csv_path={dir}/t.csv", "--data.target=y"]

@@ -9,7 +9,7 @@ import torch
 from jaxtyping import TypeCheckError
 
 from ...regression import RegressionModule
-from ..helpers.command_line import fit_summary
+from ..project import fit_summary
 from .test_regression import CONFIG, QUICK, QUIET
 from .test_regression import _fit as fit_example
 

@@ -21,7 +21,7 @@ import torch
 from ...core.metrics import mean_absolute_error, r2_score
 from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
-from ..helpers.command_line import child_environment
+from ..project import child_environment
 
 PACKAGE = __name__.partition(".")[0]
 DATA = ["--data.synthetic_samples=2045", "--data.batch_size=128"]  # 409 validation rows

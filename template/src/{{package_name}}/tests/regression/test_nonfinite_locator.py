@@ -14,8 +14,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from ...regression import RegressionData, RegressionModule
 from ...run.guards import NonFiniteError, NonFiniteLocator
-from ..helpers.command_line import child_environment
-from ..helpers.paths import CONFIGS
+from ..project import CONFIGS, child_environment
 
 CONFIG = CONFIGS / "regression.yaml"
 PACKAGE = RegressionModule.__module__.split(".")[0]

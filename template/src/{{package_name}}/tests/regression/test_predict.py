@@ -14,8 +14,7 @@ import torch
 
 from ...regression import RegressionModule
 from ...regression.__main__ import main
-from ..helpers.command_line import child_environment
-from ..helpers.paths import CONFIGS
+from ..project import CONFIGS, child_environment
 from .test_bad_input import last_error_line
 
 CONFIG = CONFIGS / "regression.yaml"

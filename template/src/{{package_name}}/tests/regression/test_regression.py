@@ -4,17 +4,19 @@ import csv
 import json
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
 from einops import rearrange
 from jaxtyping import TypeCheckError
 
+from ...core.broadcast import BroadcastGuard
 from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
+from ...regression.module import Column
 from ...run.errors import UserError
-from ..helpers.command_line import fit_summary
-from ..helpers.paths import CONFIGS
-from ..helpers.refusals import refusal
+from ...run.guards import BroadcastGuardCallback
+from ..project import CONFIGS, fit_summary, refusal
 
 CONFIG = CONFIGS / "regression.yaml"
 QUICK = [
@@ -145,3 +147,52 @@ def test_schedule_without_a_length_is_refused_in_one_line(
     assert line == (
         "error: the cosine schedule needs a length: set --trainer.max_epochs or --trainer.max_steps"
     )
+
+
+# BroadcastGuard raises nothing over a short fit: no step stretches an operand pair.
+def test_regression_fit_has_no_broadcast_false_alarm(broadcast_guard: BroadcastGuard) -> None:
+    # The fixture guards the whole fit (setup, validation, checkpoints); the callback's own
+    # guard proves the training-time path is active for every one of its steps.
+    data = RegressionData()
+    module = RegressionModule(
+        data.num_features, target_mean=data.target_mean, target_std=data.target_std
+    )
+    callback = BroadcastGuardCallback(steps=6)
+    trainer = L.Trainer(
+        max_epochs=2,
+        limit_train_batches=3,
+        limit_val_batches=2,
+        callbacks=[callback],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(module, data)
+    assert callback.guarded == 6
+
+
+# Column: the values of every batch, in order, as torch.cat gives them, across its growth.
+def test_batches_across_its_growth_come_back_as_torch_cat_gives_them() -> None:
+    generator = torch.Generator().manual_seed(0)
+    batches = [torch.randn(size, generator=generator) for size in (1, 3000, 4096, 9000, 7)]
+    column = Column()
+    for batch in batches:
+        column.append(batch)
+    assert torch.equal(column.take(), torch.cat(batches))
+    column.append(batches[1])  # empty again after take
+    assert torch.equal(column.take(), batches[1])
+
+
+def test_bf16_values_are_kept_in_float32_and_a_wider_batch_widens_the_column() -> None:
+    column = Column()
+    column.append(torch.tensor([1.0, 2.0], dtype=torch.bfloat16))
+    column.append(torch.tensor([3.0], dtype=torch.float64))
+    taken = column.take()
+    assert taken.dtype == torch.float64
+    assert taken.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_take_before_any_batch_is_refused() -> None:
+    with pytest.raises(RuntimeError, match="no batches"):
+        Column().take()

@@ -10,7 +10,7 @@ from optuna.trial import TrialState
 
 from ...ppo.reporting import solve_cost
 from ...sweep.__main__ import main as sweep_main
-from ..helpers.paths import CONFIGS
+from ..project import CONFIGS
 
 
 def _cost(steps_to_solved: int | None, eval_return: float, solved_return: float) -> float:

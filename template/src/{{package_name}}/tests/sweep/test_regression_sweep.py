@@ -19,8 +19,7 @@ from ...regression.__main__ import main as regression_main
 from ...sweep import space, trial
 from ...sweep.__main__ import main as sweep_main
 from ...sweep.storage import open_storage
-from ..helpers.command_line import child_environment
-from ..helpers.paths import CONFIGS, PACKAGE
+from ..project import CONFIGS, PACKAGE, child_environment
 
 CONFIG = CONFIGS / "regression.yaml"
 TINY = [

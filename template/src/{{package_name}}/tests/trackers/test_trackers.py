@@ -15,7 +15,7 @@ import wandb
 from lightning.pytorch.loggers import WandbLogger
 from mlflow.tracking import MlflowClient
 
-from ..helpers.paths import CONFIGS
+from ..project import CONFIGS
 from ..test_tracking import (
     EXAMPLES,
     SHORT,

@@ -1,15 +1,29 @@
-"""Running an example's command line in a child process, as a user would: the tests of
-refusals need the real exit status and the real last line of output, and a long or
-compiled fit keeps its cost and its global state (dynamo's caches) out of pytest's process.
-Every test that calls these starts a process, so it is marked ``slow``."""
+"""The project as the tests see it: where its files are, how a test runs an example's command
+line in a child process, and what every test of a user's mistake checks.
+
+``PACKAGE`` is the import name, read from this module's own dotted name, so the tests work
+under any package name the project was generated with. A refused command ends in one line,
+``error: <what is wrong>``, with exit status 2 and no traceback (``run.errors.user_errors``).
+Running a command in a child process gives the real exit status and last line, and keeps a
+long or compiled fit's cost and global state (dynamo's caches) out of pytest's process: a
+test that does so is marked ``slow``.
+"""
 
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from .paths import PACKAGE, SOURCE_ROOT
+import pytest
+
+PACKAGE = __name__.split(".")[0]
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+SOURCE_ROOT = PACKAGE_DIR.parent  # the folder that holds the package: put it on PYTHONPATH
+PROJECT_ROOT = SOURCE_ROOT.parent
+CONFIGS = PROJECT_ROOT / "configs"
+DOCS = PROJECT_ROOT / "docs"
 
 
 def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -38,7 +52,7 @@ def run_example(
 
 
 NOTICES = ("tensorboardX", "LeafSpec", "litlogger")
-"""Words of the third-party notices that the command lines hide (``cli.quiet_third_parties``)."""
+"""Words of the third-party notices the command lines hide (``run.cli.quiet_third_parties``)."""
 
 
 def fit_summary(example: str, config: Path, args: list[str], root: Path) -> dict:
@@ -56,3 +70,23 @@ def fit_summary(example: str, config: Path, args: list[str], root: Path) -> dict
     assert not noise, "\n".join(noise)
     (path,) = root.rglob("summary.json")
     return json.loads(path.read_text())
+
+
+def refusal(capsys: pytest.CaptureFixture[str], run: Callable[[], object]) -> str:
+    """The last line of stderr of ``run()``, a command line called in this process that must
+    exit with status 2 after a one-line ``error:``, and print no traceback."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        run()
+    err = capsys.readouterr().err
+    assert exited.value.code == 2, err
+    return refused_line(err.splitlines())
+
+
+def refused_line(lines: list[str]) -> str:
+    """The last of a refused command's output ``lines``, checked: an ``error:`` line, with no
+    traceback before it."""
+    assert not any(line.startswith("Traceback") for line in lines), "\n".join(lines[-30:])
+    last = [line for line in lines if line.strip()][-1]
+    assert last.startswith("error: "), "\n".join(lines[-30:])
+    return last
