@@ -66,7 +66,6 @@ ANY_EXAMPLE = [
     "configs/trainer/gpu.yaml",
     "docs/bad_input.md",
     "docs/clusters.md",
-    "docs/resuming.md",
     "docs/tracking.md",
     f"{PACKAGE}/run/checkpoints.py",
     f"{PACKAGE}/run/cli.py",

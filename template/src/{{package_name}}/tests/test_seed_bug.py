@@ -73,7 +73,7 @@ def test_unchecked_column_target_learns_only_the_mean() -> None:
 def test_environment_variable_turns_checks_off() -> None:
     package = __name__.rsplit(".", 2)[0]
     probe = (
-        f"import torch; from {package}.losses import mse_loss; "
+        f"import torch; from {package}.core.losses import mse_loss; "
         "print(mse_loss(torch.zeros(6), torch.zeros(6, 1)).item())"
     )
     environment = child_environment({"JAXTYPING_DISABLE": "1"})
