@@ -3,40 +3,23 @@
 Every typed function and every ``forward`` in this project is wrapped by
 :func:`typechecked`, so how annotations are enforced can change here and nowhere else.
 Checks are on by default; ``JAXTYPING_DISABLE=1`` in the environment turns them off.
-How it works, in a page: ``docs/defences.md``.
 
-What the decorator guarantees, and what it costs:
-
-- The first call with a new *shape signature* is checked in full by jaxtyping and beartype.
-  The signature holds each tensor argument's type, shape and dtype and every other
-  argument's type (tuples and lists item by item). A value is part of it only where an
-  annotation holds a ``Literal``: a step counter typed ``int`` is one signature, not one
-  per step. A mismatch raises ``jaxtyping.TypeCheckError`` naming the argument and both
-  shapes.
-- A signature that passed is not checked again: the verdict is remembered, and a call
-  then costs a couple of microseconds more than the bare function, a tenth or less of a
-  full check (``docs/defences.md`` says how it works). The last partial batch, batch
-  size 1 or a new sequence length are new signatures, so each is checked the first time it
-  arrives. A known signature returning a result of a new shape is checked again, without
-  re-running.
-- Nothing is remembered for a function whose annotations read values rather than shapes
-  (axis expressions such as ``"{self.n}"``, ``"{n}"`` for an argument ``n`` or
-  ``"batch+1"``, ``Annotated`` validators) or that this module cannot see into (string
-  annotations, ``TypeVar``s, ``type`` aliases), or for a call with a dict, set or NumPy
-  argument: those are checked in full every time.
-- Inside ``torch.compile`` tracing, checks step aside (jaxtyping cannot follow dynamo's
-  fake tensors). :func:`compiled` puts the same check at the compiled module's boundary.
+The first call with a new *shape signature* (each tensor argument's type, shape and dtype,
+every other argument's type) is checked in full by jaxtyping and beartype; a signature that
+passed is remembered, so a training loop pays for a full check only when something new
+arrives (the last partial batch, batch size 1, a new sequence length). Annotations that
+read values rather than shapes (axis expressions, ``Literal``, ``Annotated`` validators) or
+that this module cannot see into are checked in full at every call. Inside
+``torch.compile`` tracing the checks step aside; :func:`compiled` checks at the compiled
+module's boundary instead. ``docs/defences.md`` says how it works.
 
 Shape strings name axes from one vocabulary: ``batch``, ``time``, ``env``, ``feature``,
 ``action``, ``class``. A single-axis string starts with a space, ``Float[Tensor, " batch"]``,
-as jaxtyping's FAQ advises: ruff's F821 (undefined name) stays on, and it would read
-``"batch"`` as a forward reference to a variable. Any other string that parses as Python
-gets the space too (``" batch *rest"``).
+as jaxtyping's FAQ advises: ruff's F821 would read ``"batch"`` as a forward reference.
 
 Copy-paste: this file imports only third-party packages.
 """
 
-import enum
 import functools
 import inspect
 import re
@@ -83,9 +66,6 @@ _REMEMBERED_SIGNATURES = 4096
 _config = jaxtyping.config
 _is_compiling = torch.compiler.is_compiling
 
-_LITERAL_TYPES = (int, str, bytes, enum.Enum, type(None))
-"""What a ``Literal`` can hold (a bool is an int): the values a signature may have to keep."""
-
 _PLAIN_TYPES: set[type] = set()
 """Types found to be summarised by the type alone, so the next value skips the tests."""
 
@@ -107,16 +87,6 @@ def _signature(value: object) -> object:
     return kind  # the type decides (an int, a str, an nn.Module's ``self``, ...)
 
 
-def _value_signature(value: object) -> object:
-    """:func:`_signature`, keeping the values a ``Literal`` annotation checks."""
-    if isinstance(value, tuple | list):
-        items = tuple(map(_value_signature, value))
-        return None if None in items else (type(value), items)
-    if isinstance(value, _LITERAL_TYPES):
-        return (type(value), value)
-    return _signature(value)
-
-
 def _call_signature(args: tuple, kwargs: dict[str, Any]) -> object:
     """The signature of a call, or ``None`` when an argument cannot be summarised."""
     items = []
@@ -132,12 +102,12 @@ def _call_signature(args: tuple, kwargs: dict[str, Any]) -> object:
 
 
 def _inner_hints(*hints: object) -> Iterator[object]:
-    """``hints`` and every hint nested in them (a ``Literal``'s values are not hints)."""
+    """``hints`` and every hint nested in them."""
     pending = list(hints)
     while pending:
         hint = pending.pop()
         yield hint
-        if get_origin(hint) is not Literal:
+        if get_origin(hint) is not Literal:  # a Literal's values are not hints
             pending.extend(get_args(hint))
 
 
@@ -147,11 +117,11 @@ values outside the tensors, which a shape signature does not capture."""
 
 
 def _depends_only_on_signatures(function: Callable[..., Any]) -> bool:
-    """Whether a verdict can be remembered: no axis expression and no ``Annotated`` value
-    validator in the annotations (those see values, not shapes), and no hint that could
-    hide one (a string, a ``TypeVar``, a ``type`` alias)."""
+    """Whether a verdict can be remembered: no axis expression, ``Literal`` or ``Annotated``
+    value validator in the annotations (those see values, not shapes), and no hint that
+    could hide one (a string, a ``TypeVar``, a ``type`` alias)."""
     for hint in _inner_hints(*getattr(function, "__annotations__", {}).values()):
-        if isinstance(hint, str | ForwardRef | TypeVar) or get_origin(hint) is Annotated:
+        if isinstance(hint, str | ForwardRef | TypeVar) or get_origin(hint) in (Annotated, Literal):
             return False
         if type(hint).__name__ == "TypeAliasType":  # ``type X = ...`` (typing or typing_extensions)
             return False
@@ -159,28 +129,6 @@ def _depends_only_on_signatures(function: Callable[..., Any]) -> bool:
         if isinstance(dims, str) and not _PLAIN_DIMS.fullmatch(dims):
             return False
     return True
-
-
-def _literal_arguments(function: Callable[..., Any]) -> tuple[tuple[slice, ...], tuple[str, ...]]:
-    """Where the arguments whose annotation holds a ``Literal`` arrive: slices of the
-    positional arguments (empty when not passed) and keyword names (``"**"``: every keyword)."""
-    hints = getattr(function, "__annotations__", {})
-    positions: list[slice] = []
-    names: list[str] = []
-    parameters = inspect.signature(function).parameters.values()
-    for index, parameter in enumerate(parameters):
-        if not any(get_origin(h) is Literal for h in _inner_hints(hints.get(parameter.name))):
-            continue
-        if parameter.kind is parameter.VAR_POSITIONAL:
-            positions.append(slice(index, None))
-        elif parameter.kind is parameter.VAR_KEYWORD:
-            names.append("**")
-        else:
-            if parameter.kind is not parameter.KEYWORD_ONLY:
-                positions.append(slice(index, index + 1))
-            if parameter.kind is not parameter.POSITIONAL_ONLY:
-                names.append(parameter.name)
-    return tuple(positions), tuple(names)
 
 
 class _ShapeCheck:
@@ -191,21 +139,12 @@ class _ShapeCheck:
         self.checked = jaxtyped(typechecker=beartype)(function)
         self.passed: dict[object, set[object]] = {}
         self.remembers = _depends_only_on_signatures(function)
-        self.signature = _call_signature
-        self.result_signature = _signature
-        if self.remembers:
-            self.literals = _literal_arguments(function)
-            if any(self.literals):
-                self.signature = self.signature_with_literals
-            returns = getattr(function, "__annotations__", {}).get("return")
-            if any(get_origin(hint) is Literal for hint in _inner_hints(returns)):
-                self.result_signature = _value_signature
 
     def __call__(self, run: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
         """Call ``run`` (the function, or a compiled equivalent) with checks as promised."""
         if _is_compiling() or _config.jaxtyping_disable:
             return run(*args, **kwargs)
-        key = self.signature(args, kwargs) if self.remembers else None
+        key = _call_signature(args, kwargs) if self.remembers else None
         returns = None if key is None else self.passed.get(key)
         if returns is None:
             return self.check_in_full(key, args, kwargs)
@@ -213,27 +152,16 @@ class _ShapeCheck:
         if type(result) is Tensor:  # inline, as in _call_signature
             returned = (Tensor, result.shape, result.dtype)
         else:
-            returned = self.result_signature(result)
+            returned = _signature(result)
         if returned not in returns:
             self.check_result(args, kwargs, result)
             returns.add(returned)
         return result
 
-    def signature_with_literals(self, args: tuple, kwargs: dict[str, Any]) -> object:
-        """The call's signature plus the values of the arguments a ``Literal`` checks."""
-        key = _call_signature(args, kwargs)
-        positions, names = self.literals
-        values = (
-            [args[where] for where in positions],
-            list(kwargs.values()) if "**" in names else [kwargs.get(name) for name in names],
-        )
-        summary = _value_signature(values)
-        return None if key is None or summary is None else (key, summary)
-
     def check_in_full(self, key: object, args: tuple, kwargs: dict[str, Any]) -> Any:
         """jaxtyping and beartype on arguments and result; remember the verdict."""
         result = self.checked(*args, **kwargs)
-        returned = self.result_signature(result)
+        returned = _signature(result)
         if key is not None and returned is not None:
             if len(self.passed) >= _REMEMBERED_SIGNATURES:
                 self.passed.clear()
