@@ -2,15 +2,11 @@
 
 An annotation is a contract only if breaking it raises, and a hand-written test covers only
 the functions someone remembered. This module finds every callable that ``typechecked``
-wraps (functions, methods, dataclasses), builds arguments that satisfy its annotations and,
-for each tensor argument, arguments broken in one way. Whether a broken call really violates
-the annotations is decided by ``annotation_reading.satisfied``, so a change that stays valid
-(a trailing axis on the only ``*rest`` argument) is never expected to raise. A new typed
-function needs no new test code. An argument typed with a record (a dataclass or named
-tuple of annotated tensors) is built from its fields' annotations; its broken cases are
-those of the record's own typed constructor. An argument typed with another class is made
-by the constructor rule (:func:`build`); a class it cannot make fails the suite until
-``CONSTRUCTORS`` has it.
+wraps and builds valid arguments and, per tensor argument, arguments broken in one way that
+``annotation_reading.satisfied`` confirms are invalid (a trailing axis on the only ``*rest``
+argument stays valid, so is never expected to raise). A record argument (a dataclass or named
+tuple of annotated tensors) is built from its fields; another class by the constructor rule
+(:func:`build`), and one it cannot make fails the suite until ``CONSTRUCTORS`` has it.
 """
 
 import ast
@@ -34,8 +30,7 @@ SIZES: dict[str, tuple[int, tuple[int, ...]]] = {"ones": (1, ()), "base": (3, (2
 """Valid cases: (size of every named axis, shape of every variadic group). One size for all
 named axes lets a module be built to match (its feature count is an axis too); ``ones`` is
 the size that broadcasting hides mistakes behind."""
-HIDDEN = (4,)
-"""Hidden layer sizes for built modules: one small layer, so building one is cheap."""
+HIDDEN = (4,)  # the hidden layer sizes of a built module: one small layer is cheap to build
 SPACES: dict[str, tuple[str, Callable[[Any, int], object]]] = {
     "Discrete": ("int", lambda space, n: space(n)),
     "Box": ("float", lambda space, n: space(-1.0, 1.0, (n,))),
@@ -201,15 +196,14 @@ def wrong_dtype(hint: object) -> torch.dtype | None:
 
 def is_record(hint: object) -> bool:
     """A dataclass or named tuple with a tensor field: built from its fields' annotations."""
-    if not isinstance(hint, type) or not (dataclasses.is_dataclass(hint) or _is_named_tuple(hint)):
+    if not isinstance(hint, type):
+        return False
+    named_tuple = issubclass(hint, tuple) and hasattr(hint, "_fields")
+    if not (dataclasses.is_dataclass(hint) or named_tuple):
         return False
     return any(
         is_array(member) for field in record_fields(hint).values() for member in members(field)
     )
-
-
-def _is_named_tuple(hint: type) -> bool:
-    return issubclass(hint, tuple) and hasattr(hint, "_fields")
 
 
 def record_fields(record: type) -> dict[str, Any]:
@@ -223,20 +217,6 @@ def record_fields(record: type) -> dict[str, Any]:
     return {name: hints.get(name) for name in names}
 
 
-def _is_built(hint: object) -> bool:
-    """An argument type the constructor rule makes (a network, an agent): any other class."""
-    plain_types = (float, int, bool, str, type(None))
-    return isinstance(hint, type) and hint not in plain_types and not is_record(hint)
-
-
-def _tensor_hints(function: Callable[..., Any]) -> list[Any]:
-    """The annotations of ``function``'s parameters, each record's replaced by its fields'."""
-    found = []
-    for _, hint in parameters(function):
-        found += list(record_fields(hint).values()) if is_record(hint) else [hint]
-    return found
-
-
 def kinds(target: Target) -> list[str]:
     """Variants to test: one per space kind the owner (or a class argument) takes, else per
     union member kind of the arguments and of their records' fields."""
@@ -247,14 +227,20 @@ def kinds(target: Target) -> list[str]:
         for _, hint in parameters(owner.__init__):
             found += [SPACES[m.__name__][0] for m in members(hint) if _is_space(m)]
     if not found:
-        for hint in _tensor_hints(target.function):
-            arrays = [member for member in members(hint) if is_array(member)]
-            found += [kind_of(member) for member in arrays] if len(arrays) > 1 else []
+        for _, hint in parameters(target.function):
+            for field in record_fields(hint).values() if is_record(hint) else [hint]:
+                arrays = [member for member in members(field) if is_array(member)]
+                found += [kind_of(member) for member in arrays] if len(arrays) > 1 else []
     return list(dict.fromkeys(found)) or [""]
 
 
 def _required_built(param: inspect.Parameter, hint: object) -> bool:
-    return param.default is param.empty and param.kind not in _STARRED and _is_built(hint)
+    """A required argument the constructor rule makes (a network, an agent): any class but
+    a plain value's or a record's."""
+    plain_types = (float, int, bool, str, type(None))
+    if param.default is not param.empty or param.kind in _STARRED:
+        return False
+    return isinstance(hint, type) and hint not in plain_types and not is_record(hint)
 
 
 def _is_space(hint: object) -> bool:
@@ -325,16 +311,16 @@ def tensor(spec: Spec, device: str = "cpu") -> torch.Tensor:
 
 
 def values(built: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
-    return {name: value(given, device) for name, given in built.items()}
-
-
-def value(given: Any, device: str = "cpu") -> Any:
-    """A tensor for a :class:`Spec`, the record for a :class:`Record`, else ``given``."""
-    if isinstance(given, Spec):
-        return tensor(given, device)
-    if isinstance(given, Record):
-        return given.kind(**{name: value(field, device) for name, field in given.fields.items()})
-    return given
+    """A tensor for each :class:`Spec`, the record for each :class:`Record`, else the value."""
+    made = {}
+    for name, given in built.items():
+        if isinstance(given, Spec):
+            made[name] = tensor(given, device)
+        elif isinstance(given, Record):
+            made[name] = given.kind(**values(given.fields, device))
+        else:
+            made[name] = given
+    return made
 
 
 def build(owner: type, size: int, kind: str) -> object:

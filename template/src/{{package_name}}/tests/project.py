@@ -1,29 +1,39 @@
-"""The project as the tests see it: where its files are, how a test runs an example's command
-line in a child process, and what every test of a user's mistake checks.
+"""The project as the tests see it: where its files are, which examples it has, how a test
+runs an example's command line (in this process, or in a child one), and what every test of
+a user's mistake checks.
 
-``PACKAGE`` is the import name, read from this module's own dotted name, so the tests work
-under any package name the project was generated with. A refused command ends in one line,
-``error: <what is wrong>``, with exit status 2 and no traceback (``run.errors.user_errors``).
-Running a command in a child process gives the real exit status and last line, and keeps a
-long or compiled fit's cost and global state (dynamo's caches) out of pytest's process: a
-test that does so is marked ``slow``.
+``PACKAGE`` is read from this module's own dotted name, so the tests work under any package
+name. A refused command ends in one line, ``error: <what is wrong>``, with exit status 2 and
+no traceback (``run.errors.user_errors``). A child process gives the real exit status and
+keeps a long or compiled fit's cost and global state (dynamo's caches) out of pytest's
+process: a test that starts one is marked ``slow``.
 """
 
+import importlib
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 PACKAGE = __name__.split(".")[0]
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
-SOURCE_ROOT = PACKAGE_DIR.parent  # the folder that holds the package: put it on PYTHONPATH
+SOURCE_ROOT = Path(__file__).resolve().parents[2]  # holds the package: put it on PYTHONPATH
 PROJECT_ROOT = SOURCE_ROOT.parent
 CONFIGS = PROJECT_ROOT / "configs"
 DOCS = PROJECT_ROOT / "docs"
+EXAMPLES = [name for name in ("regression", "ppo") if importlib.util.find_spec(f"{PACKAGE}.{name}")]
+QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+
+
+def example_main(example: str) -> Callable[[list[str]], Any]:
+    """The ``main`` of ``python -m <package>.<example>``, to run its command line in this
+    process (a ``cli`` test)."""
+    return importlib.import_module(f"{PACKAGE}.{example}.__main__").main
 
 
 def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from einops import rearrange
+from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
 from ..core import broadcast
@@ -71,9 +72,14 @@ def test_stretching_both_operands_names_op_shapes_and_caller_line(case: str) -> 
     assert f"{__file__}:{operation.__code__.co_firstlineno}:" in message
 
 
-def test_untyped_helper_is_caught_at_its_own_line() -> None:
+@pytest.mark.no_broadcast_guard
+def test_untyped_helper_is_caught_at_its_own_line_with_the_recorded_message() -> None:
+    seen: list[Stretch] = []
+    with BroadcastGuard(on_stretch=seen.append):
+        _squared_error(COLUMN, FLAT)
     with pytest.raises(BroadcastError) as caught, BroadcastGuard():
         _squared_error(COLUMN, FLAT)
+    assert [str(caught.value)] == [stretch.message() for stretch in seen]
     line = _squared_error.__code__.co_firstlineno + 2
     assert f"{Path(__file__)}:{line}: return ((pred - target) ** 2).mean()" in str(caught.value)
 
@@ -87,16 +93,6 @@ def test_on_stretch_receives_every_stretch_and_the_program_goes_on() -> None:
     line = _squared_error.__code__.co_firstlineno + 2
     source = "return ((pred - target) ** 2).mean()"
     assert seen == [Stretch("Tensor.sub", ((5, 1), (5,)), (5, 5), __file__, line, source)] * 2
-
-
-@pytest.mark.no_broadcast_guard
-def test_raised_error_is_the_recorded_stretchs_message() -> None:
-    seen: list[Stretch] = []
-    with BroadcastGuard(on_stretch=seen.append):
-        STRETCHING["operator * with a row"][0]()
-    with pytest.raises(BroadcastError) as caught, BroadcastGuard():
-        STRETCHING["operator * with a row"][0]()
-    assert [str(caught.value)] == [stretch.message() for stretch in seen]
 
 
 def test_incompatible_shapes_keep_torchs_own_error(broadcast_guard: BroadcastGuard) -> None:
@@ -224,6 +220,8 @@ def test_callback_knows_the_modules_grid_and_mask_buffers_made_before_it_armed()
 
 @pytest.mark.no_broadcast_guard
 def test_mark_grid_makes_a_tensor_from_before_the_guard_a_grid() -> None:
+    """Provenance is seen only while a guard is on (the audit starts its guard first), so a
+    grid made before it counts as data until marked."""
     pos = torch.arange(N)
     with pytest.raises(BroadcastError), BroadcastGuard():
         _ = rearrange(pos, "k -> 1 k") - rearrange(pos, "q -> q 1")
@@ -249,7 +247,6 @@ def test_broadcast_module_imports_only_torch_and_the_standard_library() -> None:
 # building masks and grids pass, while the accuracy bug, the seed's bugs and data that only
 # resembles a grid still raise.
 B, T, C = 4, 6, 3
-Tensor = torch.Tensor
 
 
 def _row(x: Tensor) -> Tensor:
@@ -269,10 +266,6 @@ def _causal_mask() -> Tensor:
     return _column(torch.arange(T)) >= _row(torch.arange(T))
 
 
-def _causal_and_padding() -> Tensor:
-    return _causal_mask() & rearrange(_padding_mask(), "batch t -> batch 1 1 t")
-
-
 def _cross_attention_padding() -> Tensor:
     """Queries and keys padded to lengths of their own: two masks, each of them a comparison
     of a grid with data (the grid on either side), combined."""
@@ -287,16 +280,6 @@ def _pairwise_mask() -> Tensor:
     return rearrange(m, "batch t -> batch t 1") & rearrange(m, "batch t -> batch 1 t")
 
 
-def _relative_positions() -> Tensor:
-    pos = torch.arange(T)
-    return _row(pos) - _column(pos)
-
-
-def _triangular_mask_of_ones_or_data() -> Tensor:
-    causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
-    return causal | rearrange(torch.rand(B, T) > 0.5, "batch t -> batch 1 t")
-
-
 def _alibi_with_causal_mask() -> Tensor:
     """BLOOM-style ALiBi: per-head slopes times key positions ``(H, 1, T)``, added to a
     ``full(-inf).triu(1)`` causal mask ``(1, T, T)``."""
@@ -307,31 +290,28 @@ def _alibi_with_causal_mask() -> Tensor:
     return alibi + rearrange(causal, "q k -> 1 q k")
 
 
-def _one_hot() -> Tensor:
-    return _column(torch.randint(0, C, (N,))) == torch.arange(C)
-
-
 def _sinusoidal_angles() -> Tensor:
     frequencies = 1.0 / 10000 ** (torch.arange(0, 8, 2) / 8)
     return torch.sin(_column(torch.arange(T).float()) * _row(frequencies))
 
 
-def _position_ids_after_a_cache() -> Tensor:
-    return _column(torch.tensor([3, 0, 7])) + torch.arange(T)
-
-
 MASK_BUILDERS: dict[str, Callable[[], Tensor]] = {
     "padding mask": _padding_mask,
     "causal mask": _causal_mask,
-    "causal & padding": _causal_and_padding,
+    "causal & padding": lambda: (
+        _causal_mask() & rearrange(_padding_mask(), "batch t -> batch 1 1 t")
+    ),
     "cross-attention padding": _cross_attention_padding,
     "pairwise mask": _pairwise_mask,
-    "relative positions": _relative_positions,
-    "tril of ones | data mask": _triangular_mask_of_ones_or_data,
+    "relative positions": lambda: _row(torch.arange(T)) - _column(torch.arange(T)),
+    "tril of ones | data mask": lambda: (
+        torch.tril(torch.ones(T, T, dtype=torch.bool))
+        | rearrange(torch.rand(B, T) > 0.5, "batch t -> batch 1 t")
+    ),
     "ALiBi with a causal mask": _alibi_with_causal_mask,
-    "one-hot": _one_hot,
+    "one-hot": lambda: _column(torch.randint(0, C, (N,))) == torch.arange(C),
     "sinusoidal angles": _sinusoidal_angles,
-    "position ids": _position_ids_after_a_cache,
+    "position ids": lambda: _column(torch.tensor([3, 0, 7])) + torch.arange(T),
 }
 
 
@@ -339,15 +319,6 @@ MASK_BUILDERS: dict[str, Callable[[], Tensor]] = {
 def test_mask_and_grid_builders_pass(case: str, broadcast_guard: BroadcastGuard) -> None:
     built = MASK_BUILDERS[case]()
     assert built.ndim >= 2
-
-
-def _accuracy_of_argmax_kept_as_a_column() -> Tensor:
-    pred = torch.randn(N, C).argmax(-1, keepdim=True)
-    return (pred == torch.randint(0, C, (N,))).float().mean()
-
-
-def _accuracy_of_a_binary_classifier() -> Tensor:
-    return ((torch.randn(N, 1) > 0) == (torch.rand(N) > 0.5)).float().mean()
 
 
 def _filled_zeros_buffer() -> Tensor:
@@ -364,29 +335,6 @@ def _grid_overwritten_through_a_view() -> Tensor:
     return rearrange(positions, "two n -> two n 1") - torch.randn(N)
 
 
-def _noise_drawn_into_zeros() -> Tensor:
-    return _column(torch.zeros(N).normal_()) - torch.randn(N)
-
-
-def _synthetic_targets_from_linspace() -> Tensor:
-    """``y = sin(x) + noise`` with ``x (N, 1)`` from a grid and noise ``(N,)``: data."""
-    x = _column(torch.linspace(-1, 1, N))
-    return torch.sin(x) + 0.1 * torch.randn(N)
-
-
-def _ones_as_weights() -> Tensor:
-    return (torch.ones(N) * _column(torch.randn(N)) ** 2).mean()
-
-
-def _and_of_integers() -> Tensor:
-    return _column(torch.randint(0, 4, (N,))) & torch.randint(0, 4, (N,))
-
-
-def _done_flags_of_two_shapes() -> Tensor:
-    """``terminated (N, 1) | truncated (N,)``: two boolean masks, both from data."""
-    return _column(torch.rand(N) > 0.9) | (torch.rand(N) > 0.9)
-
-
 def _done_flags_from_one_buffer() -> Tensor:
     """Terminated and truncated kept as the two columns of one buffer: views of one tensor,
     but of different elements, so not a pairwise mask."""
@@ -394,26 +342,35 @@ def _done_flags_from_one_buffer() -> Tensor:
     return flags[:, 0:1] | flags[:, 1]
 
 
-def _float_padding_mask_times_data() -> Tensor:
-    padding = _padding_mask().float()
-    return rearrange(padding, "batch t -> batch t 1") * torch.randn(T)
-
-
 STILL_BUGS: dict[str, Callable[[], Tensor]] = {
-    "accuracy, argmax kept as a column": _accuracy_of_argmax_kept_as_a_column,
-    "accuracy of a binary classifier": _accuracy_of_a_binary_classifier,
+    "accuracy, argmax kept as a column": lambda: (
+        (torch.randn(N, C).argmax(-1, keepdim=True) == torch.randint(0, C, (N,))).float().mean()
+    ),
+    "accuracy of a binary classifier": lambda: (
+        ((torch.randn(N, 1) > 0) == (torch.rand(N) > 0.5)).float().mean()
+    ),
     "float comparison": lambda: torch.randn(N, 1) > torch.randn(N),
     "regression loss": lambda: ((torch.randn(N, 1) - torch.randn(N)) ** 2).mean(),
     "PPO advantages": lambda: -(torch.randn(N, 1) * torch.randn(N).exp()).mean(),
     "filled zeros buffer": _filled_zeros_buffer,
     "grid overwritten through a view": _grid_overwritten_through_a_view,
-    "noise drawn into zeros": _noise_drawn_into_zeros,
-    "targets from linspace plus noise": _synthetic_targets_from_linspace,
-    "ones as weights": _ones_as_weights,
-    "bitwise and of integers": _and_of_integers,
-    "terminated (N, 1) | truncated (N,)": _done_flags_of_two_shapes,
+    "noise drawn into zeros": lambda: _column(torch.zeros(N).normal_()) - torch.randn(N),
+    # y = sin(x) + noise, with x (N, 1) from a grid and noise (N,): data.
+    "targets from linspace plus noise": lambda: (
+        torch.sin(_column(torch.linspace(-1, 1, N))) + 0.1 * torch.randn(N)
+    ),
+    "ones as weights": lambda: (torch.ones(N) * _column(torch.randn(N)) ** 2).mean(),
+    "bitwise and of integers": lambda: (
+        _column(torch.randint(0, 4, (N,))) & torch.randint(0, 4, (N,))
+    ),
+    # Two boolean masks, both from data.
+    "terminated (N, 1) | truncated (N,)": lambda: (
+        _column(torch.rand(N) > 0.9) | (torch.rand(N) > 0.9)
+    ),
     "done flags from columns of one buffer": _done_flags_from_one_buffer,
-    "float padding mask times data": _float_padding_mask_times_data,
+    "float padding mask times data": lambda: (
+        rearrange(_padding_mask().float(), "batch t -> batch t 1") * torch.randn(T)
+    ),
 }
 
 
@@ -421,14 +378,6 @@ STILL_BUGS: dict[str, Callable[[], Tensor]] = {
 def test_data_stretches_still_raise(case: str) -> None:
     with pytest.raises(BroadcastError, match="stretched every operand"), BroadcastGuard():
         STILL_BUGS[case]()
-
-
-@pytest.mark.no_broadcast_guard
-def test_grid_made_before_the_guard_counts_as_data() -> None:
-    """Provenance is seen only while a guard is on; the audit starts its guard first."""
-    pos = torch.arange(T)
-    with pytest.raises(BroadcastError), BroadcastGuard():
-        _ = _row(pos) - _column(pos)
 
 
 def test_provenance_is_forgotten_with_the_tensor() -> None:

@@ -1,10 +1,12 @@
 """The habits, enforced on the source tree so they survive later edits.
 
-Parses every file under ``src/`` (the syntax tree, not text) and fails on a reshape that
-is not an einops call: ``.view``, ``.reshape``, ``.squeeze``, ``.unsqueeze``, ``.flatten``
-(as methods or ``torch.`` functions) and ``None``-indexing such as ``x[:, None]``.
-Type expressions (``Iterator[None]``, ``Callable[..., None]``) are not tensors: annotations
-are skipped, and so are subscripts of capitalised names and builtin generics.
+No reshape but einops: every file under ``src/`` is parsed (the syntax tree, not text) for
+``.view``, ``.reshape``, ``.squeeze``, ``.unsqueeze``, ``.flatten`` (methods or ``torch.``
+functions) and ``None``-indexing such as ``x[:, None]``. Annotations are skipped, and so
+are subscripts of capitalised names and builtin generics: ``Iterator[None]`` is no tensor.
+
+A quiet start: the command lines hide only third-party notices a user cannot act on, only
+while they run; importing the package installs no filter.
 """
 
 import ast
@@ -101,8 +103,6 @@ def test_source_tree_has_no_forbidden_reshapes() -> None:
     assert not found, "\n".join(found)
 
 
-# The command lines hide only third-party notices a user cannot act on, only while they
-# run; importing the package installs no filter.
 HIDDEN = [
     (
         UserWarning,
@@ -133,26 +133,17 @@ def test_only_the_listed_warnings_are_hidden() -> None:
     assert [(w.category, str(w.message)) for w in caught] == SHOWN + HIDDEN
 
 
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-def test_a_trainer_logs_its_records_but_not_the_cloud_tip() -> None:
-    records = _Records()
+def test_a_trainer_logs_its_records_but_not_the_cloud_tip(caplog: pytest.LogCaptureFixture) -> None:
+    # Lightning's logger reaches the root only if the root had a handler when it was imported.
     lightning_log = logging.getLogger("lightning.pytorch")
-    lightning_log.addHandler(records)
+    lightning_log.addHandler(caplog.handler)
     try:
         with quiet_third_parties():
             L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False)
     finally:
-        lightning_log.removeHandler(records)
-    assert any(message.startswith("GPU available") for message in records.messages)
-    assert not [message for message in records.messages if "Tip" in message], records.messages
+        lightning_log.removeHandler(caplog.handler)
+    assert any(message.startswith("GPU available") for message in caplog.messages)
+    assert not [message for message in caplog.messages if "Tip" in message], caplog.messages
     assert not any(logging.getLogger(name).filters for name in _TIP_SOURCES)
 
 

@@ -19,14 +19,12 @@ def test_mlp_returns_out_features_per_row(batch: int) -> None:
     assert net(torch.randn(batch, 3)).shape == (batch, 4)
 
 
-def test_scalar_mlp_rejects_unbatched_input() -> None:
+@pytest.mark.parametrize(
+    "x", [torch.randn(3), torch.ones(2, 3, dtype=torch.long)], ids=["unbatched", "integer"]
+)
+def test_scalar_mlp_rejects_malformed_input(x: torch.Tensor) -> None:
     with pytest.raises(TypeCheckError):
-        ScalarMLP(in_features=3)(torch.randn(3))
-
-
-def test_scalar_mlp_rejects_integer_input() -> None:
-    with pytest.raises(TypeCheckError):
-        ScalarMLP(in_features=3)(torch.ones(2, 3, dtype=torch.long))
+        ScalarMLP(in_features=3)(x)
 
 
 def test_mlp_rejects_unknown_activation() -> None:

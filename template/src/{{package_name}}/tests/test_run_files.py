@@ -6,8 +6,6 @@ Each example trains once, tiny, in this process (module fixture); the cases brea
 of its files. One case per example runs the real command line, for the exit status.
 """
 
-import importlib
-import importlib.util
 import shutil
 import zipfile
 from collections.abc import Callable
@@ -18,44 +16,24 @@ import torch
 import yaml
 
 from ..run.errors import UserError, user_errors
-from .project import CONFIGS, PACKAGE, refusal, refused_line, run_example
-
-EXAMPLES = [name for name in ("regression", "ppo") if importlib.util.find_spec(f"{PACKAGE}.{name}")]
+from .project import CONFIGS, EXAMPLES, QUIET, example_main, refusal, refused_line, run_example
 
 TINY = {
     "regression": [
-        "--data.synthetic_samples=256",
-        "--data.batch_size=64",
-        "--trainer.max_epochs=2",
-        "--model.hidden_sizes=[8]",
+        *("--data.synthetic_samples=256", "--data.batch_size=64"),
+        *("--trainer.max_epochs=2", "--model.hidden_sizes=[8]"),
     ],
     "ppo": [
-        "--model.num_envs=2",
-        "--model.num_steps=16",
-        "--model.total_env_steps=96",
-        "--model.update_epochs=1",
-        "--model.eval_episodes=1",
-        "--model.hidden_sizes=[8]",
+        *("--model.num_envs=2", "--model.num_steps=16", "--model.total_env_steps=96"),
+        *("--model.update_epochs=1", "--model.eval_episodes=1", "--model.hidden_sizes=[8]"),
     ],
 }
 MODEL = {"regression": "RegressionModule", "ppo": "PPOModule"}
 
 
-def _main(example: str) -> Callable[[list[str]], object]:
-    return importlib.import_module(f"{PACKAGE}.{example}.__main__").main
-
-
 def _args(example: str, root: Path, *extra: str) -> list[str]:
-    quiet = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
-    return [
-        "fit",
-        f"--trainer.default_root_dir={root}",
-        "--trainer.accelerator=cpu",
-        "--trainer.logger=false",
-        *quiet,
-        *TINY[example],
-        *extra,
-    ]
+    run = [f"--trainer.default_root_dir={root}", "--trainer.accelerator=cpu"]
+    return ["fit", *run, "--trainer.logger=false", *QUIET, *TINY[example], *extra]
 
 
 @pytest.fixture(scope="module")
@@ -64,19 +42,13 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     roots = {}
     for example in EXAMPLES:
         root = tmp_path_factory.mktemp(example)
-        _main(example)(_args(example, root))
+        example_main(example)(_args(example, root))
         roots[example] = root
     return roots
 
 
 def _refusal(capsys: pytest.CaptureFixture[str], example: str, args: list[str]) -> str:
-    """The last line of stderr of a run that must exit with status 2, and no traceback."""
-    return refusal(capsys, lambda: _main(example)(args))
-
-
-def _copy(root: Path, destination: Path) -> Path:
-    shutil.copytree(root, destination)
-    return destination
+    return refusal(capsys, lambda: example_main(example)(args))
 
 
 def _truncate(path: Path) -> None:
@@ -146,7 +118,7 @@ def test_missing_checkpoint_is_refused_by_name(
 def test_corrupt_last_ckpt_is_refused_not_trained_over(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, finished: dict[str, Path], example: str
 ) -> None:
-    root = _copy(finished[example], tmp_path / "run")
+    root = shutil.copytree(finished[example], tmp_path / "run")
     last = root / "checkpoints" / "last.ckpt"
     _truncate(last)
     size = last.stat().st_size
@@ -200,7 +172,7 @@ def test_checkpoint_of_the_other_example_is_refused(
 def test_checkpoint_of_another_network_size_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, finished: dict[str, Path], example: str
 ) -> None:
-    root = _copy(finished[example], tmp_path / "run")
+    root = shutil.copytree(finished[example], tmp_path / "run")
     last = root / "checkpoints" / "last.ckpt"
     args = _args(example, root, "--ckpt_path=last", "--model.hidden_sizes=[16]")
     line = _refusal(capsys, example, args)
@@ -220,7 +192,7 @@ def test_named_checkpoint_of_another_size_builds_the_model_to_fit_it(
     ``hpc_ckpt`` are looked up after the model is built, and are checked against it."""
     named = finished[example] / "checkpoints" / "last.ckpt"
     args = _args(example, tmp_path / "run", f"--ckpt_path={named}", "--model.hidden_sizes=[16]")
-    cli = _main(example)(args)
+    cli = example_main(example)(args)
     assert cli.model.hparams["hidden_sizes"] == [8]  # type: ignore[attr-defined]
     assert cli.trainer.ckpt_path == str(named)  # type: ignore[attr-defined]
 
@@ -254,7 +226,7 @@ def test_crash_while_writing_a_checkpoint_leaves_the_previous_last_ckpt(
     write, as in a copied run folder."""
     root = tmp_path / "run"
     stop_early = {"regression": [], "ppo": ["--trainer.max_steps=2"]}[example]  # 2 of 3 rollouts
-    _main(example)(_args(example, root, *stop_early))
+    example_main(example)(_args(example, root, *stop_early))
     last = root / "checkpoints" / "last.ckpt"
     before = torch.load(last, weights_only=False)
     written_to = []
@@ -271,7 +243,7 @@ def test_crash_while_writing_a_checkpoint_leaves_the_previous_last_ckpt(
     monkeypatch.setattr(torch, "save", half_then_crash)
     more = ["--trainer.max_epochs=4"] if example == "regression" else []
     with pytest.raises(SimulatedCrash):
-        _main(example)(_args(example, root, "--ckpt_path=last", *more))
+        example_main(example)(_args(example, root, "--ckpt_path=last", *more))
     monkeypatch.undo()
 
     # The new last.ckpt was being written beside the old one, so os.replace is a rename ...
@@ -324,9 +296,8 @@ def load_yaml(path: Path) -> dict:
 
 
 def printed_config(capsys: pytest.CaptureFixture[str], example: str, args: list[str]) -> dict:
-    main = importlib.import_module(f"{PACKAGE}.{example}.__main__").main
     with pytest.raises(SystemExit) as exited:
-        main([*args, "--print_config"])
+        example_main(example)([*args, "--print_config"])
     assert exited.value.code in (None, 0)
     return yaml.safe_load(capsys.readouterr().out)
 

@@ -16,7 +16,7 @@ from ..core.losses import mse_loss
 from ..core.metrics import r2_score
 from ..core.nets import ScalarMLP
 from ..core.shapes import checks_disabled
-from .project import child_environment
+from .project import PACKAGE, child_environment
 
 Tensor = torch.Tensor
 TRAIN_STEPS = 300
@@ -71,18 +71,15 @@ def test_unchecked_column_target_learns_only_the_mean() -> None:
 
 @pytest.mark.slow
 def test_environment_variable_turns_checks_off() -> None:
-    package = __name__.rsplit(".", 2)[0]
     probe = (
-        f"import torch; from {package}.core.losses import mse_loss; "
+        f"import torch; from {PACKAGE}.core.losses import mse_loss; "
         "print(mse_loss(torch.zeros(6), torch.zeros(6, 1)).item())"
     )
-    environment = child_environment({"JAXTYPING_DISABLE": "1"})
     done = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", probe],
-        env=environment,
+        env=child_environment({"JAXTYPING_DISABLE": "1"}),
         capture_output=True,
         text=True,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0.0"

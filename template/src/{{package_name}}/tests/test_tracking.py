@@ -5,18 +5,15 @@ helpers.
 """
 
 import csv
-import importlib
-import importlib.util
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 from lightning.pytorch.cli import LightningCLI
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from .project import CONFIGS, PACKAGE
+from .project import CONFIGS, EXAMPLES, QUIET, example_main
 
-EXAMPLES = [name for name in ("regression", "ppo") if importlib.util.find_spec(f"{PACKAGE}.{name}")]
 METRICS = {
     "regression": {"train_loss", "val_loss", "val_r2", "val_mae"},
     "ppo": {
@@ -38,12 +35,10 @@ SHORT = {"regression": "--trainer.max_epochs=1", "ppo": "--trainer.max_steps=2"}
 
 
 def fit(example: str, root: Path, *extra: str) -> LightningCLI:
-    main: Callable[[list[str]], LightningCLI] = importlib.import_module(
-        f"{PACKAGE}.{example}.__main__"
-    ).main
-    quiet = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
     config = ["--config", str(CONFIGS / f"{example}.yaml")]
-    return main(["fit", *config, f"--trainer.default_root_dir={root}", *quiet, *extra])
+    return example_main(example)(
+        ["fit", *config, f"--trainer.default_root_dir={root}", *QUIET, *extra]
+    )
 
 
 def tensorboard(root: Path) -> tuple[set[str], set[str]]:
