@@ -37,11 +37,7 @@ STRETCHING: dict[str, tuple[Callable[[], object], str, str]] = {
     "torch.add": (lambda: torch.add(COLUMN, FLAT), "torch.add", "(5, 1) and (5,)"),
     "torch.sub": (lambda: torch.sub(FLAT, COLUMN), "torch.sub", "(5,) and (5, 1)"),
     "torch.mul": (lambda: torch.mul(COLUMN, FLAT), "torch.mul", "(5, 1) and (5,)"),
-    "torch.where": (
-        lambda: torch.where(FLAT > 0, COLUMN, 0.0),
-        "torch.where",
-        "(5,) and (5, 1)",
-    ),
+    "torch.where": (lambda: torch.where(FLAT > 0, COLUMN, 0.0), "torch.where", "(5,) and (5, 1)"),
     "F.mse_loss": (lambda: F.mse_loss(COLUMN, FLAT), "mse_loss", "(5, 1) and (5,)"),
     "nn.L1Loss": (lambda: torch.nn.L1Loss()(FLAT, COLUMN), "l1_loss", "(5,) and (5, 1)"),
     "Normal.log_prob": (
