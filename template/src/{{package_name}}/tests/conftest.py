@@ -3,12 +3,9 @@
 ``broadcast_guard``: request it to run a test inside :class:`BroadcastGuard`, so any
 elementwise operation that stretches both operands fails the test at its source line.
 
-Two markers keep ``pytest -m "not slow and not cli"`` quick: ``slow`` for a test that starts
-another process (a command line, DDP, async envs), ``cli`` for one that runs an example's
-command line in this process. The quick run is checked: a test with neither marker fails
-if the processes it started, in its fixtures or its body, used CPU time (``os.times``
-counts the children that this process waited for), so a test that starts one cannot slip
-into the quick run.
+The quick run, ``pytest -m "not slow and not cli"``, is checked: a test with neither marker
+fails if the processes it started, in its fixtures or its body, used CPU time (``os.times``
+counts the children that this process waited for), so it cannot slip into the quick run.
 """
 
 import os
