@@ -1,19 +1,5 @@
 """Command line: ``python -m <package>.sweep regression --trials 20 [-- FIT ARGUMENTS]``.
-
-Options: ``--space FILE`` (default ``configs/sweep/<example>.yaml``), ``--trials N``,
-``--workers K``, ``--storage URL``, ``--study NAME`` (default: the example), ``--config
-FILE`` (the example's config, default ``configs/<example>.yaml``), ``--root DIR`` (default
-``runs/sweep``) and ``--seed S``. Everything after ``--`` goes to every trial's ``fit``.
-
-The study's folder is ``<root>/<study>/``. It holds the default storage, a journal file, so
-running the same command again continues the same study: ``--trials`` counts the study's
-finished trials (complete or pruned), whoever ran them. A worker starts no trial that the
-study does not need: those running in live workers on its machine will finish (workers on
-other machines may still finish a few more). ``--workers K`` starts K processes on
-the same storage; each runs its trials in turn with one torch thread, so K workers use K
-cores. Each trial's sampler is seeded from ``--seed`` and the trial's number: a resumed
-study draws new values instead of replaying the first ones, and the first, random trials
-draw the same values whatever the number of workers.
+Its options, the study's folder and how workers share a study: docs/sweeps.md.
 
 Before any trial runs, the example's parser reads the fit arguments with every bound and
 every choice of the space, so a mistyped option path or a value of the wrong type stops
@@ -24,18 +10,18 @@ import argparse
 import io
 import multiprocessing
 import sys
+from collections import Counter
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any, NoReturn
 
 import optuna
 import yaml
+from optuna.trial import TrialState
 
 from ..run.errors import UserError, user_errors
 from . import report, space, storage, trial
 from .worker import EXAMPLES, PACKAGE, Settings, example_main, work
-
-DESCRIPTION = "Run or continue an Optuna study of an example's hyperparameters."
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,7 +33,10 @@ class _Parser(argparse.ArgumentParser):
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """The sweep's own options, and the fit arguments after ``--``."""
     split = argv.index("--") if "--" in argv else len(argv)
-    parser = _Parser(prog=f"python -m {PACKAGE}.sweep", description=DESCRIPTION)
+    parser = _Parser(
+        prog=f"python -m {PACKAGE}.sweep",
+        description="Run or continue an Optuna study of an example's hyperparameters.",
+    )
     parser.add_argument("example", choices=EXAMPLES)
     parser.add_argument("--space", type=Path, help="the search space (YAML)")
     parser.add_argument("--trials", type=int, required=True, help="finished trials to reach")
@@ -127,7 +116,7 @@ def _open_study(settings: Settings, search: space.SearchSpace) -> optuna.Study:
     study = optuna.create_study(
         study_name=settings.study,
         storage=storage.open_storage(settings.storage),
-        direction="maximize" if search.direction == "maximize" else "minimize",
+        direction=search.direction,
         load_if_exists=True,
     )
     if study.direction.name.lower() != search.direction:
@@ -142,9 +131,8 @@ def _start_workers(settings: Settings, count: int) -> None:
     """Run :func:`work` in ``count`` processes: this one and ``count - 1`` started beside it.
 
     On Linux the others are forked before this process trains anything, so they start with
-    torch and Lightning already imported instead of spending seconds importing them again;
-    elsewhere (macOS, Windows) forking a process that imported torch is unsafe, and they
-    are spawned."""
+    torch and Lightning already imported; elsewhere (macOS, Windows) forking a process that
+    imported torch is unsafe, and they are spawned."""
     if sys.platform.startswith("linux"):
         context = multiprocessing.get_context("fork")
     else:
@@ -169,10 +157,10 @@ def _finish(
     folder.mkdir(parents=True, exist_ok=True)
     best = report.write_best(study, search, base, folder)
     plots = report.draw(study, folder)
-    counts = {state.name: 0 for state in optuna.trial.TrialState}
-    for past in study.get_trials(deepcopy=False):
-        counts[past.state.name] += 1
-    shown = ", ".join(f"{count} {name.lower()}" for name, count in counts.items() if count)
+    counts = Counter(past.state for past in study.get_trials(deepcopy=False))
+    shown = ", ".join(
+        f"{counts[state]} {state.name.lower()}" for state in TrialState if counts[state]
+    )
     print(f"\nstudy {study.study_name}: {shown}")
     if best is not None:
         print(f"best: trial {study.best_trial.number}, {search.key} {study.best_value:.6g}")

@@ -58,16 +58,14 @@ def draw(study: optuna.Study, folder: Path) -> list[Path]:
         print("history.png and importances.png need matplotlib: install the plot extra")
         return []
     completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    written = []
-    for name in ("history.png", "importances.png")[: 2 if len(completed) >= 2 else 1]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            if name == "history.png":
-                axes = plots.plot_optimization_history(study)
-            else:
-                # Optuna 5's default, named: Optuna 4's was fANOVA.
-                evaluator = optuna.importance.PedAnovaImportanceEvaluator()
-                axes = plots.plot_param_importances(study, evaluator=evaluator)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        drawn = {"history.png": plots.plot_optimization_history(study)}
+        if len(completed) >= 2:
+            # Optuna 5's default, named: Optuna 4's was fANOVA.
+            evaluator = optuna.importance.PedAnovaImportanceEvaluator()
+            drawn["importances.png"] = plots.plot_param_importances(study, evaluator=evaluator)
+    for name, axes in drawn.items():
         figure = axes.figure
         assert isinstance(figure, Figure)
         figure.tight_layout()
@@ -75,8 +73,7 @@ def draw(study: optuna.Study, folder: Path) -> list[Path]:
         figure.savefig(temporary, dpi=120)
         os.replace(temporary, folder / name)
         pyplot.close(figure)  # type: ignore[arg-type]
-        written.append(folder / name)
-    return written
+    return [folder / name for name in drawn]
 
 
 def _difference(

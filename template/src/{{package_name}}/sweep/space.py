@@ -12,18 +12,19 @@ pruner: {n_startup_trials: 5, n_warmup_steps: 5}   # optional: MedianPruner's op
 
 A key is a LightningCLI option path; a sampled value reaches the run as ``--key=value``.
 Optuna stores only scalar choices, so a categorical whose choices are lists is stored as
-each choice's JSON text (``"[64, 64]"``) and decoded back before the run sees it. Every
-mistake in the file is a :class:`UserError` that names the file and the key; whether the
-option paths exist is checked later, against the example's own parser.
+each choice's JSON text (``"[64, 64]"``) and decoded back before the run sees it. Optuna's
+distributions check the ranges; whether the option paths exist is checked later, against
+the example's own parser.
 """
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 import yaml
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from ..run.errors import UserError
 
@@ -46,26 +47,24 @@ class Parameter:
     def suggest(self, trial: optuna.Trial) -> Any:
         """Sample this parameter for ``trial`` and return the value the run gets."""
         distribution = self.distribution
-        if isinstance(distribution, optuna.distributions.CategoricalDistribution):
-            value = trial.suggest_categorical(self.key, distribution.choices)
-        elif isinstance(distribution, optuna.distributions.IntDistribution):
-            value = trial.suggest_int(
+        if isinstance(distribution, CategoricalDistribution):
+            return self.decode(trial.suggest_categorical(self.key, distribution.choices))
+        if isinstance(distribution, IntDistribution):
+            return trial.suggest_int(
                 self.key,
                 distribution.low,
                 distribution.high,
                 step=distribution.step,
                 log=distribution.log,
             )
-        else:
-            assert isinstance(distribution, optuna.distributions.FloatDistribution)
-            value = trial.suggest_float(
-                self.key,
-                distribution.low,
-                distribution.high,
-                step=distribution.step,
-                log=distribution.log,
-            )
-        return self.decode(value)
+        assert isinstance(distribution, FloatDistribution)
+        return trial.suggest_float(
+            self.key,
+            distribution.low,
+            distribution.high,
+            step=distribution.step,
+            log=distribution.log,
+        )
 
     def decode(self, stored: Any) -> Any:
         return json.loads(stored) if self.encoded else stored
@@ -73,7 +72,7 @@ class Parameter:
     def edge_values(self) -> list[Any]:
         """Values that exercise the parser: both bounds, or every choice."""
         distribution = self.distribution
-        if isinstance(distribution, optuna.distributions.CategoricalDistribution):
+        if isinstance(distribution, CategoricalDistribution):
             return [self.decode(choice) for choice in distribution.choices]
         return [distribution.low, distribution.high]  # type: ignore[attr-defined]
 
@@ -83,8 +82,7 @@ class SearchSpace:
     path: Path
     key: str
     """The ``summary.json`` key whose value a trial is judged by."""
-    direction: str
-    """``minimize`` or ``maximize``."""
+    direction: Literal["minimize", "maximize"]
     parameters: tuple[Parameter, ...]
     pruner: dict[str, int]
     """Arguments of Optuna's ``MedianPruner``."""
@@ -105,17 +103,10 @@ class SearchSpace:
             {key: values[row % len(values)] for key, values in edges.items()} for row in range(rows)
         ]
 
-    def decode(self, params: dict[str, Any]) -> dict[str, Any]:
-        """A trial's stored parameters as the values its run received."""
-        by_key = {parameter.key: parameter for parameter in self.parameters}
-        return {
-            key: by_key[key].decode(value) if key in by_key else value
-            for key, value in params.items()
-        }
-
 
 def load(path: str | Path) -> SearchSpace:
-    """Read and check the space in ``path``; raise a :class:`UserError` on any mistake."""
+    """Read and check the space in ``path``; raise a :class:`UserError` that names the file
+    and the key on any mistake."""
     path = Path(path)
     try:
         document = yaml.safe_load(path.read_text())
@@ -177,14 +168,16 @@ def _parameter(key: object, spec: object, refuse: Any) -> Parameter:
         choices = spec["choices"]
         if not isinstance(choices, list) or not choices:
             raise refuse(f"{key}: choices must be a non-empty list")
+        if len(set(map(json.dumps, choices))) < len(choices):
+            raise refuse(f"{key}: choices are repeated")
         encoded = not all(
             choice is None or isinstance(choice, bool | int | float | str) for choice in choices
         )
         stored = [json.dumps(choice) for choice in choices] if encoded else choices
-        if len(set(map(json.dumps, choices))) < len(choices):
-            raise refuse(f"{key}: choices are repeated")
-        return Parameter(key, optuna.distributions.CategoricalDistribution(stored), encoded)
+        return Parameter(key, CategoricalDistribution(stored), encoded)
 
+    # Optuna's distributions check the bounds, log and step, but would round a float bound
+    # of an int parameter, or compare a string: the types are checked here.
     number = int if kind == "int" else (int, float)
     low, high, step, log = spec["low"], spec["high"], spec.get("step"), spec.get("log", False)
     for name, value in (("low", low), ("high", high), ("step", step)):
@@ -193,16 +186,10 @@ def _parameter(key: object, spec: object, refuse: Any) -> Parameter:
             raise refuse(f"{key}: {name} is {value!r}, not {wanted}")
     if not isinstance(log, bool):
         raise refuse(f"{key}: log is {log!r}; give true or false")
-    if low >= high:
-        raise refuse(f"{key}: low ({low}) must be below high ({high})")
-    if log and low <= 0:
-        raise refuse(f"{key}: a log range needs low > 0, not {low}")
-    if step is not None and (step <= 0 or log):
-        raise refuse(f"{key}: step must be positive, and cannot go with log")
-    if kind == "int":
-        return Parameter(
-            key, optuna.distributions.IntDistribution(low, high, log=log, step=step or 1)
-        )
-    return Parameter(
-        key, optuna.distributions.FloatDistribution(float(low), float(high), log=log, step=step)
-    )
+    try:
+        if kind == "int":
+            step = 1 if step is None else step
+            return Parameter(key, IntDistribution(low, high, log=log, step=step))
+        return Parameter(key, FloatDistribution(float(low), float(high), log=log, step=step))
+    except ValueError as error:  # Optuna's own check of the bounds, log and step
+        raise refuse(f"{key}: {error}") from None

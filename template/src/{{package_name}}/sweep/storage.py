@@ -1,17 +1,14 @@
 """Where a study lives, and what happens to the trials of a worker that was killed.
 
-``--storage`` is an RDB URL (``sqlite:///sweep.db``, ``postgresql://...``) or
-``journal:PATH``, Optuna's append-only journal file: the default, in the study's folder,
-which every worker on a shared filesystem can open (optuna>=4.3 takes over the file lock of
-a worker that died holding it).
+``--storage`` is an RDB URL or ``journal:PATH``, Optuna's append-only journal file (the
+default), which every worker on a shared filesystem can open (Optuna takes over the file
+lock of a worker that died holding it).
 
-A killed worker leaves its trial RUNNING. RDB storage sends heartbeats, and Optuna marks a
-trial FAIL once its heartbeat is older than the grace period. The journal has none, so every
-trial records the host, process id and start time of its worker, and
-:func:`fail_dead_trials`, run when the study resumes, marks FAIL the RUNNING trials of this
-host whose process is gone. A RUNNING trial of another host is left alone and named: this
-machine cannot tell whether that worker still runs (on RDB storage its heartbeat settles
-it). A trial marked FAIL is never run again: only a fresh sample is.
+A killed worker leaves its trial RUNNING. Optuna's heartbeat, which marks such a trial FAIL,
+exists only for RDB storage. So every trial records the host, process id and start time of
+its worker, and :func:`fail_dead_trials` marks FAIL the RUNNING trials of this host whose
+process is gone. One of another host is left alone: this machine cannot tell whether its
+worker still runs.
 """
 
 import os
@@ -48,11 +45,7 @@ def open_storage(url: str) -> BaseStorage:
         if "://" in url:
             with warnings.catch_warnings():
                 # Optuna calls its heartbeat experimental; a sweep user cannot act on that.
-                warnings.filterwarnings(
-                    "ignore",
-                    message=r"Argument ``heartbeat_interval`` is an experimental feature",
-                    category=optuna.exceptions.ExperimentalWarning,
-                )
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return RDBStorage(
                     url, heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS
                 )
@@ -75,9 +68,7 @@ def finished(study: optuna.Study) -> int:
 
 def running_here(study: optuna.Study) -> int:
     """The RUNNING trials whose worker runs on this host and is alive: each will finish.
-
-    A RUNNING trial of another host is not counted, since this machine cannot tell whether
-    its worker still runs, nor is one that has not yet recorded its worker."""
+    One of another host, or that has not yet recorded its worker, is not counted."""
     host = socket.gethostname()
     return sum(
         1

@@ -1,13 +1,10 @@
 """One trial of a sweep: an ordinary ``fit`` of the example, run in this process by the
-example's own ``main``, with the sampled values as ``--key=value`` arguments after the
-ones the user passed on. Its checks, guards, checkpoints and ``summary.json`` are those of
-any run; it writes them into ``trial_<number>/`` in the study's folder.
+example's own ``main`` with the sampled values as ``--key=value`` after the user's arguments,
+in ``trial_<number>/`` of the study's folder.
 
-:class:`TrialReporter`, a callback added to the trial's trainer, reports the objective to
-Optuna as the run goes: after every validation (regression) or every evaluation (PPO, whose
-reporting keeps its ``evaluations``; its ``summary_extras`` gives the value). When the
-pruner says stop, the callback asks the trainer to stop, so the run still ends cleanly and
-writes its ``summary.json``; only then is the trial told it was pruned.
+:class:`TrialReporter` reports the objective to Optuna as the run goes. When the pruner says
+stop, it asks the trainer to stop, so the run still ends cleanly and writes its
+``summary.json``; only then is the trial told it was pruned.
 """
 
 import json
@@ -30,12 +27,10 @@ Main = Callable[..., Any]
 
 
 class TrialReporter(Callback):
+    """Reports ``key`` after every validation (regression) or every evaluation (PPO, whose
+    reporting callback keeps its ``evaluations``; its ``summary_extras`` gives the value)."""
+
     def __init__(self, trial: optuna.Trial, key: str) -> None:
-        """
-        Args:
-            trial: The Optuna trial the run reports to.
-            key: The objective: a logged metric, or a key of an example's summary_extras.
-        """
         self.trial = trial
         self.key = key
         self.pruned_at: int | None = None

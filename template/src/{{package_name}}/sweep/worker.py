@@ -1,9 +1,5 @@
-"""A sweep's worker: runs trials until the study holds ``--trials`` finished ones.
-
-``python -m <package>.sweep`` runs one in its own process and, with ``--workers K``, starts
-K - 1 more beside it (a module of its own, so that a spawned process can import
-:func:`work`).
-"""
+"""A sweep's worker, which runs trials until the study holds ``--trials`` finished ones: a
+module of its own, so that a spawned worker process can import :func:`work`."""
 
 import time
 import warnings
@@ -14,12 +10,12 @@ from pathlib import Path
 
 import optuna
 import torch
+from optuna.trial import TrialState
 
 from ..run.errors import UserError, user_errors
 from ..run.guards import NonFiniteError
 from . import space, storage, trial
 
-FAIL = optuna.trial.TrialState.FAIL
 WAIT_SECONDS = 0.2
 """How often a worker with no trial to start looks whether the running ones finished."""
 PACKAGE = str(__package__).rpartition(".")[0]
@@ -61,8 +57,8 @@ def work(settings: Settings, worker: int) -> None:
             # a resume, where the history it learns from is the same. Optuna has already
             # called the previous sampler's before_trial, which TPE's independent sampling
             # does not use; every draw and after_trial go to this one.
-            # Optuna 5 changed TPE's defaults (multivariate, constant liar): pinned here to
-            # 4.x's, so that optuna>=4.3 means one sampler.
+            # Optuna 5 changed TPE's defaults (multivariate, constant liar): pinned to 4.x's,
+            # so that optuna>=4.3 means one sampler.
             run.study.sampler = optuna.samplers.TPESampler(
                 seed=(settings.seed * 1_000_003 + run.number) % 2**32,
                 multivariate=False,
@@ -70,16 +66,20 @@ def work(settings: Settings, worker: int) -> None:
             )
             try:
                 return trial.run(run, search, fit_main, settings.fit_args, settings.folder)
-            except UserError as error:  # stop the sweep after this trial; say why last
+            except UserError as error:  # raised once the trial has ended: no traceback
                 refusals.append(error)
-                run.study.stop()
                 return float("nan")
 
-        failed_in_a_row = [0]
+        failed_in_a_row = 0
 
         def after_trial(study: optuna.Study, finished: optuna.trial.FrozenTrial) -> None:
-            failed_in_a_row[0] = failed_in_a_row[0] + 1 if finished.state == FAIL else 0
-            if failed_in_a_row[0] >= settings.trials or to_start(study, settings.trials) <= 0:
+            nonlocal failed_in_a_row
+            failed_in_a_row = failed_in_a_row + 1 if finished.state == TrialState.FAIL else 0
+            if refusals:  # stop the sweep; say why last
+                raise refusals[0]
+            if failed_in_a_row >= settings.trials:  # as many as were asked for: give up
+                raise UserError(f"{failed_in_a_row} trials in a row failed: see the warnings above")
+            if to_start(study, settings.trials) <= 0:
                 study.stop()
 
         threads = torch.get_num_threads()
@@ -97,12 +97,6 @@ def work(settings: Settings, worker: int) -> None:
                     callbacks=[after_trial],
                     show_progress_bar=worker == 0,
                 )
-                if refusals:
-                    raise refusals[0]
-                if failed_in_a_row[0] >= settings.trials:  # as many as were asked for: stop
-                    raise UserError(
-                        f"{failed_in_a_row[0]} trials in a row failed: see the warnings above"
-                    )
         finally:
             torch.set_num_threads(threads)
 

@@ -1,6 +1,7 @@
 """A sweep's search space: every mistake in the YAML is refused by name, in one line,
 before anything trains; a good one samples every type the way the run receives it."""
 
+import json
 import warnings
 from pathlib import Path
 
@@ -40,9 +41,8 @@ def test_good_space_samples_every_type_as_the_run_receives_it(tmp_path: Path) ->
     values = {parameter.key: parameter.suggest(trial) for parameter in search.parameters}
     assert values["model.hidden_sizes"] in ([64, 64], [128, 128])
     assert values["data.batch_size"] % 64 == 0 and 1e-4 <= values["model.learning_rate"] <= 1e-2
-    # Optuna stores the list choice as its JSON text; decode gives the run's value back.
-    assert isinstance(trial.params["model.hidden_sizes"], str)
-    assert search.decode(trial.params) == values
+    # Optuna stores the list choice as its JSON text; the run gets the list.
+    assert trial.params["model.hidden_sizes"] == json.dumps(values["model.hidden_sizes"])
     overrides = search.overrides(values)
     assert f"--model.activation={values['model.activation']}" in overrides
     assert f"--model.hidden_sizes={values['model.hidden_sizes']}".replace(" ", "") in [
@@ -63,8 +63,9 @@ def test_good_space_samples_every_type_as_the_run_receives_it(tmp_path: Path) ->
         ({**GOOD, "sampler": "tpe"}, "unknown key 'sampler'"),
         (_with({"type": "uniform", "low": 0, "high": 1}), "unknown type 'uniform'"),
         (_with({"type": "float", "low": 1.0}), "needs high"),
-        (_with({"type": "float", "low": 1.0, "high": 0.5}), r"low \(1.0\) must be below"),
-        (_with({"type": "float", "low": 0.0, "high": 1.0, "log": True}), "log range needs low > 0"),
+        # Optuna's own messages, which differ between 4.3 and 5 but name the values.
+        (_with({"type": "float", "low": 1.0, "high": 0.5}), r"\(low=1\.0, high=0\.5\)"),
+        (_with({"type": "float", "low": 0.0, "high": 1.0, "log": True}), r"log.*\(low=0\.0"),
         (_with({"type": "int", "low": 1.5, "high": 4}), "not a whole number"),
         (_with({"type": "int", "low": 1, "high": 4, "choices": [1]}), "takes no choices"),
         (_with({"type": "categorical", "choices": []}), "non-empty list"),
@@ -85,9 +86,9 @@ def test_bad_space_ends_the_command_in_one_error_line(
         sweep_main([EXAMPLES[0], "--space", str(path), "--trials", "1", "--root", str(tmp_path)])
     assert stop.value.code == 2
     err = capsys.readouterr().err
-    assert err.strip().splitlines()[-1] == (
-        f"error: --space {path}: model.x: low (2) must be below high (1)"
-    )
+    with pytest.raises(ValueError) as optunas:
+        optuna.distributions.FloatDistribution(2.0, 1.0)
+    assert err.strip().splitlines()[-1] == f"error: --space {path}: model.x: {optunas.value}"
     assert "Traceback" not in err
     assert not (tmp_path / EXAMPLES[0]).exists()
 
