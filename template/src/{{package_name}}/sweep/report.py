@@ -1,13 +1,10 @@
-"""What a sweep leaves in its study's folder: ``best.yaml``, ``history.png`` and
-``importances.png``.
+"""What a sweep leaves in its study's folder besides the runs: ``best.yaml`` and the plots.
 
-``best.yaml`` is the best trial's run, as a fragment to lay over the example's config:
-every setting in which the trial's saved ``config.yaml`` differs from the config alone, that
-is the sampled values and the fit arguments passed on after ``--``, but not the trial's
-``default_root_dir``. So ``fit --config configs/<example>.yaml --config best.yaml`` is the
-trial's run again, and with the same seed and thread count it reaches the same metric.
-
-The plots use Optuna's matplotlib backend, which writes a file with no browser.
+``best.yaml`` is the best trial's run as a fragment to lay over the example's config: every
+setting in which the trial's saved ``config.yaml`` differs from the config alone (the sampled
+values and the fit arguments after ``--``). So ``fit --config configs/<example>.yaml
+--config best.yaml`` is the trial's run again. The plots use Optuna's matplotlib backend,
+which writes a file with no browser.
 """
 
 import os

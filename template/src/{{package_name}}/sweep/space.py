@@ -1,14 +1,5 @@
-"""The search space of a sweep, read from YAML: what to tune, over which values, and which
-``summary.json`` key says how good a run was.
-
-```yaml
-objective: {key: val_r2, direction: maximize}
-parameters:
-  model.learning_rate: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}
-  model.hidden_sizes: {type: categorical, choices: [[64, 64], [128, 128]]}
-  data.batch_size: {type: int, low: 64, high: 512, step: 64}
-pruner: {n_startup_trials: 5, n_warmup_steps: 5}   # optional: MedianPruner's options
-```
+"""The search space of a sweep, read from YAML (docs/sweeps.md shows one): what to tune,
+over which values, and which ``summary.json`` key says how good a run was.
 
 A key is a LightningCLI option path; a sampled value reaches the run as ``--key=value``.
 Optuna stores only scalar choices, so a categorical whose choices are lists is stored as
@@ -39,7 +30,6 @@ _PRUNER_OPTIONS = {"n_startup_trials", "n_warmup_steps", "interval_steps", "n_mi
 @dataclass(frozen=True)
 class Parameter:
     key: str
-    """The LightningCLI option path, e.g. ``model.learning_rate``."""
     distribution: optuna.distributions.BaseDistribution
     encoded: bool = False
     """The choices are stored as JSON text (they are lists or mappings)."""
