@@ -37,9 +37,11 @@ def write_best(
         f"# fit --config <the example's config> --config best.yaml runs it again.\n"
         f"# Its logs: {log_dir}\n"
     )
-    path = folder / "best.yaml"
-    _replace(path, header + yaml.safe_dump(fragment, sort_keys=False))
-    return path
+    # Through a temporary file, as the plots: several sweeps of one study may end at once.
+    temporary = folder / f".best.yaml.{os.getpid()}.tmp"
+    temporary.write_text(header + yaml.safe_dump(fragment, sort_keys=False))
+    os.replace(temporary, folder / "best.yaml")
+    return folder / "best.yaml"
 
 
 def draw(study: optuna.Study, folder: Path) -> list[Path]:
@@ -90,10 +92,3 @@ def _difference(
         elif key not in base or value != theirs:
             fragment[key] = value
     return fragment
-
-
-def _replace(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file: several workers may finish at once."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
