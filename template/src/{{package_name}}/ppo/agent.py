@@ -37,7 +37,10 @@ class ActorCritic(nn.Module):
             (outputs,) = action_space.shape
         self.actor = MLP(observation_size, outputs, hidden_sizes, "tanh", output_gain=0.01)
         self.critic = ScalarMLP(observation_size, hidden_sizes, "tanh", output_gain=1.0)
-        self.log_std = nn.Parameter(torch.zeros(0 if self.discrete else outputs))
+        # A categorical policy has no log-std: its empty parameter never gets a gradient, and
+        # DDP refuses a parameter that wants one and gets none.
+        size = 0 if self.discrete else outputs
+        self.log_std = nn.Parameter(torch.zeros(size), requires_grad=not self.discrete)
         self._compiled: tuple[Callable[..., Any], Callable[..., Any]] | None = None
 
     def compile_networks(self, **compile_options: Any) -> None:
@@ -74,13 +77,10 @@ class ActorCritic(nn.Module):
         """Draw an action for each row from the current policy.
 
         A discrete draw is the argmax of the logits plus Gumbel noise (minus the log of a
-        unit exponential): an exact sample from their softmax. ``torch.multinomial``, which
-        ``Categorical`` samples with, draws one sample the same way, so in float32 with
-        PyTorch 2.13 a seed gives the same actions as before; building a ``Categorical``
-        normalises the logits and takes a softmax first, about a third of a rollout step's
-        policy call on a few rows. A row whose largest logit is NaN, +inf or -inf (a NaN
-        observation, say, or every action masked) raises, as ``torch.multinomial`` does;
-        argmax alone would quietly pick an action.
+        unit exponential): an exact sample from their softmax, drawn as ``torch.multinomial``
+        draws one, without the normalising and softmax that building a ``Categorical`` costs.
+        A row whose largest logit is NaN, +inf or -inf (a NaN observation, say, or every
+        action masked) raises, as ``torch.multinomial`` does; argmax would quietly pick one.
         """
         if self.discrete:
             logits = self._actor_output(observation).float()  # bf16 noise would be coarse
@@ -102,10 +102,8 @@ class ActorCritic(nn.Module):
         """Log-probability and entropy of given actions under the current policy, and the
         current value of each observation.
 
-        For discrete actions one ``log_softmax`` serves both. A ``Categorical`` gives the
-        same values, but it normalises its logits, broadcasts the actions and takes a
-        softmax again for the entropy: about twice the work, forward and backward, and in a
-        small network's update step that shows.
+        For discrete actions one ``log_softmax`` serves both: a ``Categorical`` gives the same
+        values with twice the work (it normalises, broadcasts and takes a softmax again).
         """
         if self.discrete:
             log_probs = torch.log_softmax(self._actor_output(observation), dim=-1)

@@ -1,14 +1,12 @@
 """Gymnasium vector environments, with the autoreset behaviour PPO needs stated explicitly.
 
-Gymnasium 1.x's default (``NEXT_STEP``) autoreset spends one ``step`` call per finished
-episode on returning the reset observation, with a zero reward and the action ignored:
-a fake transition from the final observation to the next episode's first. We ask for
-``SAME_STEP`` instead: the step that ends an episode already returns the reset observation,
-and the final observation arrives in ``info["final_obs"]``, where the rollout needs it to
-bootstrap a truncated episode. No fake transition exists to leak into a loss.
+Gymnasium 1.x's default (``NEXT_STEP``) autoreset spends one ``step`` per finished episode
+on returning the reset observation: a fake transition, zero reward and the action ignored.
+``SAME_STEP`` returns the reset observation from the step that ends the episode, and the
+final one in ``info["final_obs"]``, where a truncated episode's bootstrap needs it.
 
-An id gymnasium does not know, or one whose package is not installed, is refused here,
-before any training, with a ``UserError`` that names it (and the closest registered ids).
+An id gymnasium does not know, or whose package is not installed, is refused before any
+training, with a ``UserError`` that names it.
 """
 
 import difflib
@@ -19,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import find_highest_version, parse_env_id
 from gymnasium.vector import AutoresetMode, VectorEnv
+from torch import Tensor
 
 from ..run.errors import UserError
 
@@ -63,19 +62,15 @@ def make_vector_env(
     is gymnasium's (``"rgb_array"`` for frames).
     """
     check_env_id(env_id)
-    if vectorization not in ("sync", "async"):
-        raise ValueError(f"vectorization must be 'sync' or 'async', got {vectorization!r}")
-    env_kwargs: dict[str, Any] = {}
-    if max_episode_steps is not None:
-        env_kwargs["max_episode_steps"] = max_episode_steps
-    if render_mode is not None:
-        env_kwargs["render_mode"] = render_mode
+    # Only a render mode asked for: an environment need not take the keyword.
+    env_kwargs: dict[str, Any] = {} if render_mode is None else {"render_mode": render_mode}
     try:
         envs = gym.make_vec(
             env_id,
             num_envs=num_envs,
             vectorization_mode=vectorization,
             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+            max_episode_steps=max_episode_steps,  # None: the registered time limit
             **env_kwargs,
         )
     except gym.error.DependencyNotInstalled as error:  # registered, but its package is not
@@ -96,6 +91,8 @@ def make_vector_env(
     return envs
 
 
-def final_observations(info: dict, rows: np.ndarray) -> np.ndarray:
-    """The last observation of each env in ``rows`` whose episode ended on this step."""
-    return np.stack([info["final_obs"][row] for row in rows]).astype(np.float32)
+def to_env(action_space: gym.Space, action: Tensor) -> np.ndarray:
+    """``action`` as the environments take it: a Box action clipped to the space's bounds."""
+    if isinstance(action_space, gym.spaces.Box):
+        return np.clip(action.cpu().numpy(), action_space.low, action_space.high)
+    return action.cpu().numpy()

@@ -4,12 +4,11 @@ Training evaluates the greedy policy; ``ppo.enjoy`` also plays the sampled one, 
 that actually collected the training data.
 """
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from .agent import ActorCritic
-from .envs import make_vector_env
+from .envs import make_vector_env, to_env
 
 
 @torch.no_grad()
@@ -41,10 +40,8 @@ def evaluate(
             if frames is not None and running[0]:
                 frames.append(envs.render()[0])  # type: ignore[index]
             observation = torch.as_tensor(observation, dtype=torch.float32, device=device)
-            action = (agent.greedy if deterministic else agent.sample)(observation).cpu().numpy()
-            if isinstance(action_space, gym.spaces.Box):
-                action = np.clip(action, action_space.low, action_space.high)
-            observation, reward, terminated, truncated, _ = envs.step(action)
+            action = (agent.greedy if deterministic else agent.sample)(observation)
+            observation, reward, terminated, truncated, _ = envs.step(to_env(action_space, action))
             totals += np.where(running, reward, 0.0)
             running &= ~(terminated | truncated)
     finally:

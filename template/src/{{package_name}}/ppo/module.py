@@ -1,28 +1,19 @@
 """PPO as a LightningModule: the Trainer runs the loop, the module supplies the data.
 
 Each "batch" the Trainer sees is one fresh rollout: ``train_dataloader`` is a stream that
-collects it with the current policy and computes its advantages. ``training_step`` then
-reads like the algorithm: ``update_epochs`` passes of shuffled minibatches (or of the whole
-rollout, unshuffled, when it is one minibatch), each an optimizer step on :func:`ppo_loss`
-with global gradient-norm clipping, stopping early past ``target_kl``. Optimization is
-manual because one rollout feeds many optimizer steps; Lightning still owns devices, DDP
-(``manual_backward`` syncs gradients) and checkpoints.
-
-The stream has a length, so Lightning does not prefetch: a rollout is collected only after
-the previous update's last optimizer step, never with a stale policy.
+collects it with the current policy. The stream has a length, so Lightning does not
+prefetch: a rollout is collected only after the previous update's last optimizer step,
+never with a stale policy. Optimization is manual because one rollout feeds many optimizer
+steps; Lightning still owns devices, DDP (``manual_backward`` syncs gradients) and
+checkpoints.
 
 Each rollout logs its statistics once, to every logger, at the run's env-step count (a
-logged ``step`` is Lightning's x-axis): in any ``L.Trainer``, every ``log_every_n_steps``
-rollouts (the command line sets 1). Evaluations, ``episodes.csv`` and summary.json's
+logged ``step`` is Lightning's x-axis). Evaluations, ``episodes.csv`` and summary.json's
 PPO keys are the extras of ``reporting.PPOReporting``, a callback.
 
-The class defaults are the common PPO defaults (Stable-Baselines3's); the tuning for each
-environment lives in its config, ``configs/ppo.yaml`` for CartPole-v1.
-
-Under DDP each process steps its own environments, seeded by its rank, and DDP averages
-the gradients; ``total_env_steps`` and every env-step count are the whole run's. A
-checkpoint carries the rollouts done, so a resumed run continues the budget and the
-learning-rate and clip schedules where they stopped; the environments restart.
+Under DDP each process steps its own environments, seeded by its rank; ``total_env_steps``
+and every env-step count are the whole run's. A checkpoint carries the rollouts done, so a
+resumed run continues the budget and the schedules where they stopped.
 """
 
 import os
@@ -66,12 +57,9 @@ def ppo_loss(
     entropy_coef: float,
     norm_advantages: bool,
 ) -> tuple[Scalar, Float[Tensor, " statistic"]]:
-    """PPO's loss on one minibatch, and its statistics (see ``STATISTICS``).
-
-    Every field of ``minibatch`` goes through a typed call here (the agent's ``evaluate``,
-    then the objectives), so a field of the wrong shape raises even in a record changed
-    after it was built.
-    """
+    """PPO's loss on one minibatch, and its statistics (see ``STATISTICS``). Every field of
+    ``minibatch`` meets a typed call here, so one of the wrong shape raises even in a record
+    changed after it was built."""
     log_prob, entropy, values = agent.evaluate(minibatch.observations, minibatch.actions)
     advantages = minibatch.advantages
     if norm_advantages:
@@ -148,8 +136,7 @@ class PPOModule(L.LightningModule):
             gamma: Discount factor.
             gae_lambda: GAE's bias-variance trade-off (1 = Monte Carlo returns).
             update_epochs: Passes over each rollout.
-            num_minibatches: Minibatches per pass (the defaults' 2048-step rollout makes
-                minibatches of 64).
+            num_minibatches: Minibatches per pass.
             norm_advantages: Normalise advantages within each minibatch.
             clip_coef: PPO's ratio clip.
             anneal_clip: Decay the ratio clip linearly to zero over the budget, as RL-Zoo does.
@@ -229,10 +216,6 @@ class PPOModule(L.LightningModule):
         observation_space, action_space = probe.single_observation_space, probe.single_action_space
         probe.close()
         self.agent = ActorCritic(int(observation_space.shape[0]), action_space, hidden_sizes)  # type: ignore[index,arg-type]
-        if self.agent.discrete:
-            # A categorical policy has no log-std: its empty parameter never gets a gradient,
-            # and DDP refuses a parameter that wants one and gets none.
-            self.agent.log_std.requires_grad_(False)
         if compile:
             self.agent.compile_networks(backend=compile_backend)
         self.collector: RolloutCollector | None = None

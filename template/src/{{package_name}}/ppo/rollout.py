@@ -3,10 +3,7 @@
 Each step records the observation the action was chosen from, so with ``SAME_STEP``
 autoreset every stored row is a real transition. ``next_values[t]`` is the value of what
 followed step ``t``: the next stored observation, or for a truncated episode the value of
-its final observation (the environment reset in the same step, so the next stored row
-belongs to a new episode). ``Rollout`` checks at construction that every field shares
-the same ``time`` and ``env`` axes; ``Samples``, what the loss takes, that every field
-shares the same ``batch`` axis.
+its final observation (the next stored row belongs to a new episode).
 
 Env steps are counted globally: under DDP every process steps its own environments in
 lockstep with the others, so each of its steps stands for ``processes`` of the run's.
@@ -17,7 +14,6 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import torch
 from einops import rearrange
@@ -26,7 +22,7 @@ from gymnasium.vector import VectorEnv
 from ..core.policy_gradient import gae
 from ..core.shapes import Bool, Float, Int, Tensor, typechecked
 from .agent import Action, ActorCritic
-from .envs import final_observations
+from .envs import to_env
 
 
 @typechecked
@@ -34,10 +30,9 @@ from .envs import final_observations
 class Samples:
     """Training samples, one row per env step: a rollout's, or a minibatch of its rows.
 
-    Checked when built: a field of another shape, dtype or row count raises naming it, and
-    so does a field missing or under another name. The loss checks every field again
-    through its typed objectives. Not frozen: Lightning's device transfer rebuilds a
-    dataclass by setting its fields.
+    Checked when built, naming a field of another shape, dtype or row count. Not frozen:
+    Lightning's device transfer rebuilds a dataclass by setting its fields, so the loss
+    checks every field again through its typed objectives.
     """
 
     observations: Float[Tensor, "batch feature"]
@@ -58,7 +53,8 @@ class Samples:
 @typechecked
 @dataclass(frozen=True)
 class Rollout:
-    """One rollout, time-major, with its advantages and critic targets."""
+    """One rollout, time-major, with its advantages and critic targets; checked when built,
+    so every field shares the same ``time`` and ``env`` axes."""
 
     observations: Float[Tensor, "time env feature"]
     actions: Int[Tensor, "time env"] | Float[Tensor, "time env action"]
@@ -137,12 +133,6 @@ class RolloutCollector:
     def _tensor(self, array: np.ndarray) -> Tensor:
         return torch.as_tensor(array, dtype=torch.float32, device=self.device)
 
-    def _to_env(self, action: Tensor) -> np.ndarray:
-        if isinstance(self.action_space, gym.spaces.Box):
-            low, high = self.action_space.low, self.action_space.high
-            return np.clip(action.cpu().numpy(), low, high)
-        return action.cpu().numpy()
-
     @torch.no_grad()
     def collect(self) -> Rollout:
         """Step every environment ``num_steps`` times, then score the rollout in one batch.
@@ -150,27 +140,28 @@ class RolloutCollector:
         Only sampling needs the policy step by step; log-probabilities and values come from
         one batched call afterwards, with the same parameters.
         """
-        observations, actions, rewards, terminated, truncated = [], [], [], [], []
-        final_rows: list[tuple[int, int]] = []
-        final_observations_seen: list[np.ndarray] = []
+        observations, actions, reward_rows, terminated_rows, truncated_rows = [], [], [], [], []
+        cut_rows: list[tuple[int, int]] = []  # (step, env) of each truncated episode's end
+        cut_observations: list[np.ndarray] = []  # and its final observation
         for t in range(self.num_steps):
             tick = time.perf_counter()
             observations.append(self.observation)
             action = self.agent.sample(self.observation)
             tock = time.perf_counter()
-            observation, reward, term, trunc, info = self.envs.step(self._to_env(action))
+            observation, reward, term, trunc, info = self.envs.step(
+                to_env(self.action_space, action)
+            )
             self.env_seconds += time.perf_counter() - tock
             self.policy_seconds += tock - tick
-            cut = np.flatnonzero(trunc & ~term)
-            if len(cut):
-                final_rows += [(t, int(row)) for row in cut]
-                final_observations_seen.append(final_observations(info, cut))
+            for row in np.flatnonzero(trunc & ~term):
+                cut_rows.append((t, int(row)))
+                cut_observations.append(info["final_obs"][row])
             self._record_episodes(reward, term | trunc)
             self.observation = self._tensor(observation)
             actions.append(action)
-            rewards.append(reward)
-            terminated.append(term)
-            truncated.append(trunc)
+            reward_rows.append(reward)
+            terminated_rows.append(term)
+            truncated_rows.append(trunc)
 
         tick = time.perf_counter()
         visited = torch.stack(observations)
@@ -182,23 +173,15 @@ class RolloutCollector:
         values = rearrange(values, steps, env=self.num_envs)
         bootstrap = rearrange(self.agent.value(self.observation), "env -> 1 env")
         next_values = torch.cat([values[1:], bootstrap])
-        truncated_flags = torch.as_tensor(np.stack(truncated), device=self.device)
-        if final_rows:
-            time_index, env_index = (
-                torch.tensor(index, device=self.device) for index in zip(*final_rows, strict=True)
-            )
-            finals = self._tensor(np.concatenate(final_observations_seen))
+        if cut_rows:
+            time_index, env_index = torch.tensor(cut_rows, device=self.device).unbind(dim=1)
+            finals = self._tensor(np.stack(cut_observations))
             next_values[time_index, env_index] = self.agent.value(finals)
-        rewards_tensor = self._tensor(np.stack(rewards) * self.reward_scale)
-        terminated_flags = torch.as_tensor(np.stack(terminated), device=self.device)
+        rewards = self._tensor(np.stack(reward_rows) * self.reward_scale)
+        terminated = torch.as_tensor(np.stack(terminated_rows), device=self.device)
+        truncated = torch.as_tensor(np.stack(truncated_rows), device=self.device)
         advantages, returns = gae(
-            rewards_tensor,
-            values,
-            next_values,
-            terminated_flags,
-            truncated_flags,
-            self.gamma,
-            self.gae_lambda,
+            rewards, values, next_values, terminated, truncated, self.gamma, self.gae_lambda
         )
         self.policy_seconds += time.perf_counter() - tick
         return Rollout(
@@ -207,9 +190,9 @@ class RolloutCollector:
             log_probs=log_probs,
             values=values,
             next_values=next_values,
-            rewards=rewards_tensor,
-            terminated=terminated_flags,
-            truncated=truncated_flags,
+            rewards=rewards,
+            terminated=terminated,
+            truncated=truncated,
             advantages=advantages,
             returns=returns,
         )
