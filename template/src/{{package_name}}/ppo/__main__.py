@@ -30,11 +30,10 @@ HINTS = (
     ".*resuming from a checkpoint that ended before the epoch.*",
     ".*no pre-optimization state was saved.*",
 )
-"""Lightning's hints that do not apply here, hidden while the command runs. The rollout
-stream reports a length on purpose (it switches off prefetching), and rollouts are
-collected in this process. Resuming within the epoch is the normal case (the module's
-checkpoint says how many rollouts remain), and a checkpoint is meant to hold the weights
-after its rollout's update."""
+"""Lightning's hints that do not apply here, hidden while the command runs: the rollout
+stream's length is on purpose (it switches off prefetching), rollouts are collected in this
+process, and resuming within the epoch, from the weights after a rollout's update, is the
+normal case."""
 
 
 class PPOCLI(ExampleCLI):

@@ -1,15 +1,10 @@
 """Command line: ``python -m <package>.ppo.enjoy --ckpt_path FILE``: replay a trained policy.
 
-It reads a checkpoint that ``ppo fit`` wrote, rebuilds the agent from the checkpoint's own
-hyperparameters, and plays ``--episodes`` episodes with the greedy policy (as the run's
-evaluations did) and again with actions sampled from the policy; it prints the mean and
-the minimum return of each. ``--seed`` and ``--episodes`` default to the run's evaluation
-settings, so the greedy figures equal the ``eval_return_mean`` and ``eval_return_min`` of
-the run's last evaluation (its summary.json).
-
-The file is read with ``torch.load(weights_only=True)``: a checkpoint from elsewhere can
-hold only tensors and plain values, never code to run. ``--video FILE.mp4`` records the
-greedy policy's first episode, where the project has ``video.py`` (the PPO-videos feature).
+The agent is rebuilt from the checkpoint's own hyperparameters and plays greedily (as the
+run's evaluations did) and with sampled actions. ``--seed`` and ``--episodes`` default to
+the run's evaluation settings, so the greedy figures equal its last evaluation's. The file
+is read with ``torch.load(weights_only=True)``: a checkpoint from elsewhere can hold only
+tensors and plain values, never code to run.
 """
 
 import importlib.util
@@ -105,9 +100,7 @@ def load(ckpt_path: str | Path) -> PPOModule:
         raise UserError(f"{ckpt_path}: not a checkpoint of PPOModule: it has no hyperparameters")
     check_hyperparameters(checkpoint, PPOModule, ckpt_path)
     saved = checkpoint["hyper_parameters"]
-    hyperparameters: dict[str, Any] = {
-        key: value for key, value in saved.items() if not key.startswith("_")
-    }
+    hyperparameters = {key: value for key, value in saved.items() if not key.startswith("_")}
     hyperparameters["compile"] = False  # compiling would only slow a replay down
     module = PPOModule(**hyperparameters)
     check_fits(checkpoint, module, ckpt_path)

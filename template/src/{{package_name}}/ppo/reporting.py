@@ -1,12 +1,8 @@
 """The extras of a PPO run, beside the statistics that ``PPOModule`` logs itself: a
-callback that the command line installs.
-
-- a deterministic evaluation every ``eval_every_env_steps``, logged as ``eval_return`` at
-  that rollout's step, and one at the end;
-- at the end, every process's training episodes in ``episodes.csv`` (``episodes_rank<N>.csv``
-  from the others), and the PPO keys of summary.json (``RunSummary`` asks for them);
-- where the time went: env steps and policy calls (timed by the collector), updates and
-  evaluations.
+callback that the command line installs. It runs a deterministic evaluation every
+``eval_every_env_steps`` (logged as ``eval_return``) and one at the end; writes every
+process's training episodes to ``episodes.csv`` (``episodes_rank<N>.csv`` from the others);
+and gives summary.json its PPO keys, the time breakdown among them.
 
 The evaluations so far are this callback's checkpoint state, so a resumed run reports them.
 """
@@ -57,23 +53,22 @@ class PPOReporting(Callback):
     ) -> None:
         """After each rollout's update: evaluate if one falls due."""
         self.timing["update"] += time.perf_counter() - self._update_started
-        module = _ppo(pl_module)
-        assert module.collector is not None
-        env_steps = module.collector.env_steps
-        every = module.eval_every_env_steps
-        before = env_steps - module.rollout_size * trainer.world_size
+        assert isinstance(pl_module, PPOModule) and pl_module.collector is not None
+        env_steps = pl_module.collector.env_steps
+        every = pl_module.eval_every_env_steps
+        before = env_steps - pl_module.rollout_size * trainer.world_size
         if every and env_steps // every > before // every:
-            module.log("eval_return", self._evaluate(module, env_steps), on_step=True)
+            pl_module.log("eval_return", self._evaluate(pl_module, env_steps), on_step=True)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """A last evaluation, unless one just ran; every process's episodes in a CSV."""
         log_dir = Path(trainer.log_dir or trainer.default_root_dir)  # a collective under DDP
-        module = _ppo(pl_module)
-        collector = module.collector
+        assert isinstance(pl_module, PPOModule)
+        collector = pl_module.collector
         if collector is None:
             return
         if not self.evaluations or self.evaluations[-1][0] != collector.env_steps:
-            self._evaluate(module, collector.env_steps)
+            self._evaluate(pl_module, collector.env_steps)
         log_dir.mkdir(parents=True, exist_ok=True)
         rank = trainer.global_rank
         collector.episodes.write_csv(
@@ -83,9 +78,9 @@ class PPOReporting(Callback):
     def summary_extras(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         """The PPO keys of summary.json. The "solved" keys are always there, null when they
         do not apply (no ``solved_return``, or not reached, or nothing collected)."""
-        module = _ppo(pl_module)
-        collector = module.collector
-        solved_return = module.solved_return
+        assert isinstance(pl_module, PPOModule)
+        collector = pl_module.collector
+        solved_return = pl_module.solved_return
         extras: dict[str, Any] = {
             "solved_return": solved_return,
             "steps_to_solved": None,
@@ -103,17 +98,14 @@ class PPOReporting(Callback):
             extras["seconds_to_solved"] = round(episodes.seconds[index], 3)
         if not self.last_eval_returns:
             return extras
-        env_steps = collector.env_steps
-        returns = self.last_eval_returns
+        env_steps, returns = collector.env_steps, self.last_eval_returns
+        mean = sum(returns) / len(returns)
+        budget = max(pl_module.total_env_steps, env_steps)
+        solved = extras["steps_to_solved"]
+        extras["steps_to_solved_or_penalty"] = solve_cost(solved, mean, solved_return, budget)
         elapsed = time.perf_counter() - collector.started
-        extras["steps_to_solved_or_penalty"] = solve_cost(
-            extras["steps_to_solved"],
-            sum(returns) / len(returns),
-            solved_return,
-            max(module.total_env_steps, env_steps),
-        )
         return {
-            "eval_return_mean": sum(returns) / len(returns),
+            "eval_return_mean": mean,
             "eval_return_min": min(returns),
             "eval_episodes": len(returns),
             "env_steps": env_steps,
@@ -157,14 +149,6 @@ def solve_cost(
         return float(steps_to_solved)
     shortfall = max(0.0, solved_return - eval_return) / max(abs(solved_return), 1.0)
     return budget * (1.0 + shortfall) + 1.0
-
-
-def _ppo(pl_module: L.LightningModule) -> PPOModule:
-    if not isinstance(pl_module, PPOModule):
-        raise TypeError(
-            f"PPOReporting reports a PPOModule's run, not a {type(pl_module).__name__}'s"
-        )
-    return pl_module
 
 
 def first_solved(returns: Sequence[float], threshold: float, window: int) -> int | None:

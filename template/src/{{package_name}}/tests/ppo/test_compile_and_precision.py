@@ -11,8 +11,7 @@ from jaxtyping import TypeCheckError
 
 from ...ppo.agent import ActorCritic
 from ..project import CONFIGS, fit_summary
-from .test_ppo import QUIET
-from .test_ppo import _fit as fit_example
+from .test_ppo import QUIET, _fit
 
 QUICK = [
     "--model.total_env_steps=2048",
@@ -20,10 +19,6 @@ QUICK = [
     "--model.eval_every_env_steps=0",
     "--model.eval_episodes=1",
 ]
-
-
-def _fit(root: Path, *extra: str) -> dict:
-    return fit_example(root, "ppo.yaml", *QUICK, *extra)
 
 
 @pytest.mark.slow
@@ -46,5 +41,5 @@ def test_compiled_agent_rejects_a_column_observation() -> None:
 
 @pytest.mark.cli
 def test_bf16_mixed_fit_with_checks_on(tmp_path: Path) -> None:
-    summary = _fit(tmp_path, "--trainer.precision=bf16-mixed")
+    summary = _fit(tmp_path, *QUICK, "--trainer.precision=bf16-mixed")
     assert summary["env_steps"] == 2048

@@ -6,6 +6,7 @@ import dataclasses
 import inspect
 import json
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import pytest
@@ -29,14 +30,15 @@ from ...run.guards import BroadcastGuardCallback
 from ..project import CONFIGS
 
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+PLAIN: dict[str, Any] = dict(
+    max_epochs=1, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False
+)
+"""A ``Trainer`` of a user's own: no command line, quiet."""
 
 
-def _fit(root: Path, config: str = "ppo.yaml", *extra: str) -> dict:
-    main(
-        ["fit", "--config", str(CONFIGS / config), f"--trainer.default_root_dir={root}"]
-        + QUIET
-        + list(extra)
-    )
+def _fit(root: Path, *extra: str, config: str = "ppo.yaml") -> dict:
+    fit = ["fit", "--config", str(CONFIGS / config), f"--trainer.default_root_dir={root}"]
+    main([*fit, *QUIET, *extra])
     (summary_path,) = root.rglob("summary.json")
     return json.loads(summary_path.read_text())
 
@@ -50,16 +52,7 @@ def _collector(num_envs: int, num_steps: int, max_episode_steps: int | None = No
 
 @pytest.mark.cli
 def test_fast_dev_run_fits(tmp_path: Path) -> None:
-    main(
-        [
-            "fit",
-            "--config",
-            str(CONFIGS / "ppo.yaml"),
-            f"--trainer.default_root_dir={tmp_path}",
-            "--trainer.fast_dev_run=true",
-            *QUIET,
-        ]
-    )
+    _fit(tmp_path, "--trainer.fast_dev_run=true")
 
 
 @pytest.mark.cli
@@ -67,7 +60,6 @@ def test_fast_dev_run_fits(tmp_path: Path) -> None:
 def test_async_vectorization_fits(tmp_path: Path) -> None:
     summary = _fit(
         tmp_path,
-        "ppo.yaml",
         "--model.vectorization=async",
         "--model.num_envs=2",
         "--model.num_steps=64",
@@ -81,18 +73,22 @@ def test_async_vectorization_fits(tmp_path: Path) -> None:
 def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> None:
     summary = _fit(
         tmp_path,
-        "ppo.yaml",
         "--model.total_env_steps=1024",
         "--model.value_clip_coef=0.2",
         "--model.anneal_clip=true",
         "--model.entropy_coef=0.01",
         "--model.target_kl=1e-9",
         "--model.eval_every_env_steps=0",
+        "--model.solved_return=15",
     )
     # The KL is measured in each minibatch's forward pass, before its step, as in CleanRL:
     # the first epoch sees the unchanged policy (KL 0), the second a moved one. With a
     # target of ~0 each of the 2 rollouts stops after 2 of its 20 epochs.
     assert summary["global_step"] == 2 * 2
+    # An untrained CartPole policy's episodes last about 20 steps: a mean of 15 is reached
+    # within the first rollouts, 475 never.
+    assert summary["solved_return"] == 15
+    assert 0 < summary["steps_to_solved"] <= 1024 and summary["seconds_to_solved"] > 0
 
 
 CONTRACT = ("eval_return_mean", "env_steps", "train_seconds")
@@ -101,9 +97,7 @@ SOLVED = ("solved_return", "steps_to_solved", "seconds_to_solved")
 
 @pytest.mark.cli
 def test_short_fit_writes_the_summary_contract(tmp_path: Path) -> None:
-    summary = _fit(
-        tmp_path, "ppo.yaml", "--model.total_env_steps=3072", "--model.eval_every_env_steps=1024"
-    )
+    summary = _fit(tmp_path, "--model.total_env_steps=3072", "--model.eval_every_env_steps=1024")
     for key in CONTRACT + SOLVED:
         assert key in summary, key
     assert summary["solved_return"] == 475
@@ -111,22 +105,6 @@ def test_short_fit_writes_the_summary_contract(tmp_path: Path) -> None:
     assert summary["eval_episodes"] >= 10
     # Every 1024 steps; the end falls on 3072, so it is not evaluated twice.
     assert [steps for steps, _ in summary["evaluations"]] == [1024, 2048, 3072]
-
-
-@pytest.mark.cli
-def test_solved_return_sets_steps_to_solved(tmp_path: Path) -> None:
-    # An untrained CartPole policy's episodes last about 20 steps: a mean of 15 is reached
-    # within the first rollouts, 475 never.
-    summary = _fit(
-        tmp_path,
-        "ppo.yaml",
-        "--model.total_env_steps=1024",
-        "--model.eval_every_env_steps=0",
-        "--model.update_epochs=1",
-        "--model.solved_return=15",
-    )
-    assert summary["solved_return"] == 15
-    assert 0 < summary["steps_to_solved"] <= 1024 and summary["seconds_to_solved"] > 0
 
 
 def test_steps_to_solved_is_read_off_the_rolling_20_episode_mean() -> None:
@@ -154,7 +132,7 @@ def test_checkpoint_loads_with_weights_only_and_keeps_flat_hyperparameters(
     tmp_path: Path,
 ) -> None:
     budget = ["--model.total_env_steps=1024", "--model.eval_every_env_steps=1024"]
-    _fit(tmp_path, "ppo.yaml", *budget, "--model.update_epochs=1", "--model.eval_episodes=2")
+    _fit(tmp_path, *budget, "--model.update_epochs=1", "--model.eval_episodes=2")
     last = tmp_path / "checkpoints" / "last.ckpt"
     checkpoint = torch.load(last, weights_only=True)
     hyperparameters = checkpoint["hyper_parameters"]
@@ -211,9 +189,8 @@ def test_rollout_fields_must_share_time_and_env_axes() -> None:
 
 @pytest.mark.cli
 def test_pendulum_config_runs(tmp_path: Path) -> None:
-    summary = _fit(
-        tmp_path, "pendulum.yaml", "--model.total_env_steps=2048", "--model.eval_every_env_steps=0"
-    )
+    budget = ["--model.total_env_steps=2048", "--model.eval_every_env_steps=0"]
+    summary = _fit(tmp_path, *budget, config="pendulum.yaml")
     assert summary["env_steps"] == 2048
     assert summary["eval_return_mean"] < 0  # Pendulum's rewards are costs
     # No solved threshold: its keys are there, null.
@@ -231,7 +208,7 @@ def _column_advantages(log_prob, old_log_prob, advantages, clip_coef):
 def test_seed_rl_bug_raises_inside_training(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
     with pytest.raises(TypeCheckError, match="advantages"):
-        _fit(tmp_path, "ppo.yaml", "--model.total_env_steps=1024")
+        _fit(tmp_path, "--model.total_env_steps=1024")
 
 
 @pytest.mark.cli
@@ -242,7 +219,7 @@ def test_seed_rl_bug_unchecked_is_still_caught_by_the_broadcast_guard(
     its first rollout: the (N, 1) advantages times (N,) ratios stretch both operands."""
     monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
     with checks_disabled(), pytest.raises(BroadcastError, match=r"\(512, 1\) and \(512,\)"):
-        _fit(tmp_path, "ppo.yaml", "--model.total_env_steps=1024")
+        _fit(tmp_path, "--model.total_env_steps=1024")
 
 
 @pytest.mark.cli
@@ -251,12 +228,12 @@ def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> N
     # Four rollouts are enough: the (N, 1) advantages leave almost no learning signal, so
     # the buggy run's return stays at its initial policy's while the correct one's climbs.
     budget = ["--model.total_env_steps=2048", "--model.eval_every_env_steps=0"]
-    correct = _fit(tmp_path / "correct", "ppo.yaml", *budget)
+    correct = _fit(tmp_path / "correct", *budget)
     monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
     # Both defences off, to see what the bug does to learning: annotations and the guard.
     monkeypatch.setattr(ppo_main, "BroadcastGuardCallback", lambda steps: BroadcastGuardCallback(0))
     with checks_disabled():
-        buggy = _fit(tmp_path / "buggy", "ppo.yaml", *budget)
+        buggy = _fit(tmp_path / "buggy", *budget)
     print(
         f"\nPPO seed bug at {budget[0]}: eval return correct {correct['eval_return_mean']}, "
         f"(N, 1) advantages unchecked {buggy['eval_return_mean']}"
@@ -275,15 +252,7 @@ def test_a_plain_trainer_gets_the_statistics_at_the_env_step_count(tmp_path: Pat
         hidden_sizes=(8,),
     )
     logger = CSVLogger(tmp_path)
-    trainer = L.Trainer(
-        max_epochs=1,
-        logger=logger,
-        log_every_n_steps=1,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    trainer.fit(module)  # no command line, no callback of ours
+    L.Trainer(logger=logger, log_every_n_steps=1, **PLAIN).fit(module)  # no callback of ours
     with open(Path(logger.log_dir) / "metrics.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert [int(row["step"]) for row in rows] == [32, 64]  # env steps, not optimizer steps
@@ -313,14 +282,6 @@ def test_ppo_fit_has_no_broadcast_false_alarm(
         eval_episodes=2,
     )
     callback = BroadcastGuardCallback(steps=3)
-    trainer = L.Trainer(
-        max_epochs=1,
-        default_root_dir=tmp_path,
-        callbacks=[PPOReporting(), callback],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    trainer.fit(module)
+    callbacks = [PPOReporting(), callback]
+    L.Trainer(default_root_dir=tmp_path, callbacks=callbacks, logger=False, **PLAIN).fit(module)
     assert callback.guarded == 3

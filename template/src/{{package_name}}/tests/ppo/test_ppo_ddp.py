@@ -16,6 +16,7 @@ import torch
 from ...ppo import PPOModule
 from ...ppo.__main__ import main
 from ..project import child_environment, refusal
+from .test_ppo import QUIET
 
 PACKAGE = __name__.partition(".")[0]
 ROLLOUT = 4 * 32  # env steps of one process's rollout
@@ -27,7 +28,6 @@ TINY = [
     "--model.eval_every_env_steps=0",
     "--model.eval_episodes=2",
 ]
-QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
 
 
 def _args(root: Path, *extra: str) -> list[str]:
