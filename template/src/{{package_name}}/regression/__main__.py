@@ -4,15 +4,8 @@
 (its width, statistics, columns and category levels), so the YAML never repeats it.
 
 ``predict --ckpt_path FILE --data.predict_csv FILE``: the model is built from the
-checkpoint alone. LightningCLI puts the file's hyperparameters into the model's config,
-and the predict parser has no links from the data, which would override them with
-whatever the data module holds: a model of another width, other statistics.
-``PredictionWriter`` writes ``predictions.csv`` into the run's log folder.
-
-Checkpoints go to ``<default_root_dir>/checkpoints``, one folder for every run under that
-root, rather than into each run's ``lightning_logs/version_N``: a rerun after a crash logs
-to a new version, and ``--ckpt_path last`` must still find the crashed run's
-``last.ckpt``, written at the end of every epoch.
+checkpoint alone. The predict parser has no links from the data, which would override the
+file's hyperparameters with whatever the data module holds: a model of another width.
 """
 
 from collections.abc import Sequence
@@ -68,9 +61,7 @@ class RegressionCLI(ExampleCLI):
     def before_instantiate_classes(self) -> None:
         """Refuse a predict that could not use the checkpoint, or a predict file elsewhere."""
         super().before_instantiate_classes()
-        config = self.config[self.subcommand] if self.subcommand else None
-        if config is None:
-            return
+        config = self.config[str(self.subcommand)]
         predict_csv = config.data.predict_csv
         if self.subcommand != "predict":
             if predict_csv is not None:

@@ -2,18 +2,15 @@
 new CSV to predict from a checkpoint.
 
 Data is read and split when the module is built, so a bad path or column fails before any
-training, and the CLI can pass the model what the data says: the encoded width, the
-training split's feature and target statistics, the column order and the category levels.
-The model keeps them (a checkpoint carries them to predict) and standardises raw features
-itself; the loaders hold raw encoded rows. ``table.py`` says how a CSV is read.
+training, and the CLI can pass the model what the data says (``RegressionModule`` keeps
+it for predict); the loaders hold raw encoded rows.
 
-Both loaders shard with an explicit ``DistributedSampler`` (one shard when there is one
-process). The training order of epoch ``k`` is a permutation seeded by ``seed + k`` alone,
-so it does not depend on how many epochs this process has run: a run resumed from the end
-of epoch ``k - 1`` sees the same batches as an uninterrupted one. ``batch_size`` counts
-the rows of an optimizer step over every process, so N processes together take the same
-batches as one (up to the last, padded one). Validation is not shuffled; its last shard
-is padded with rows from the start, which ``RegressionModule`` drops after gathering.
+Both loaders shard with an explicit ``DistributedSampler``. The training order of epoch
+``k`` is a permutation seeded by ``seed + k`` alone, so a run resumed from the end of epoch
+``k - 1`` sees the same batches as an uninterrupted one. ``batch_size`` counts the rows of
+an optimizer step over every process, so N processes together take the same batches as
+one. Validation is not shuffled; its last shard is padded with rows from the start, which
+``RegressionModule`` drops after gathering.
 """
 
 import math
@@ -34,9 +31,9 @@ from .table import Encoding, Missing, TableOptions, fit_encoding, read_table
 
 
 def _positions(count: int) -> torch.dtype:
-    """The integer type of row positions: 4 bytes where they fit, since a table of 8 float32
-    features carries an index (or two, while an epoch's order is drawn) for every 36 bytes
-    of data. ``randperm`` draws the same permutation in either type."""
+    """The integer type of row positions: 4 bytes where they fit, since a narrow table holds
+    nearly as many bytes of indices as of data. ``randperm`` draws the same permutation in
+    either type."""
     return torch.int32 if count <= torch.iinfo(torch.int32).max else torch.int64
 
 
@@ -49,21 +46,17 @@ def _column_stats(values: Tensor, rows: Tensor, chunk: int = 8192) -> tuple[Tens
     for part in rows.split(chunk):
         total += values[part].double().sum(dim=0)
     mean = total / len(rows)
-    if len(rows) < 2:
-        return mean.float(), torch.ones_like(mean, dtype=torch.float32)
     squares = torch.zeros_like(total)
     for part in rows.split(chunk):
         squares += ((values[part].double() - mean) ** 2).sum(dim=0)
-    std = (squares / (len(rows) - 1)).sqrt().float()
+    std = (squares / max(len(rows) - 1, 1)).sqrt().float()
     return mean.float(), torch.where(std > 0, std, torch.ones_like(std))
 
 
 class SplitRows(Dataset):
-    """One split of a table: the whole table's tensors and the indices of this split's rows.
-
-    The splits share the table rather than copying their rows out of it, so the data sits in
-    memory once. Indexed by a tensor of positions (a whole batch, as ``ShardBatches`` asks),
-    it gathers those rows with one indexing per tensor.
+    """One split of a table: the whole table's tensors, shared by the splits so the data sits
+    in memory once, and the indices of this split's rows. Indexed by a tensor of positions
+    (a whole batch, as ``ShardBatches`` asks), it gathers them with one indexing per tensor.
     """
 
     def __init__(
@@ -150,24 +143,20 @@ class RegressionData(L.LightningDataModule):
                 synthetic_samples, synthetic_features, synthetic_noise, seed
             )
             encoding = Encoding([f"x{index}" for index in range(x.shape[1])], {})
-            order = self._order(len(y), val_fraction, "--data.synthetic_samples")
-            train_rows = order[max(1, round(val_fraction * len(y))) :]
+            val_rows, train_rows = self._split(len(y), val_fraction, "--data.synthetic_samples")
         else:
             table = read_table(
                 Path(csv_path), str(target), self.options, list(categorical or []), missing
             )
-            order = self._order(len(table.frame), val_fraction, str(csv_path))
-            train_rows = order[max(1, round(val_fraction * len(order))) :]
+            val_rows, train_rows = self._split(len(table.frame), val_fraction, str(csv_path))
             encoding, capped = fit_encoding(
                 table.frame.iloc[train_rows.numpy()], table.columns, table.categorical, max_levels
             )
             features, _, _ = encoding.encode(table.frame, Path(csv_path))
             x = torch.from_numpy(features)
-            y = torch.tensor(table.frame[table.target].to_numpy(dtype="float64"))
-            y = y.to(torch.float32)
+            y = torch.tensor(table.frame[table.target].to_numpy(dtype="float64")).float()
             rank_zero_info(table.summary + "".join(f"; {note}" for note in capped))
 
-        val_rows = order[: len(order) - len(train_rows)]
         # What the model is built from, and what a checkpoint keeps for predict.
         self.num_features = x.shape[1]
         self.feature_columns = encoding.columns
@@ -180,8 +169,8 @@ class RegressionData(L.LightningDataModule):
         self.train_set = SplitRows(x, y, train_rows)
         self.val_set = SplitRows(x, y, val_rows)
 
-    def _order(self, rows: int, val_fraction: float, source: str) -> Tensor:
-        """A seeded permutation of the rows: the validation split first, then training."""
+    def _split(self, rows: int, val_fraction: float, source: str) -> tuple[Tensor, Tensor]:
+        """The validation and training rows: a seeded permutation of the rows, cut in two."""
         num_val = max(1, round(val_fraction * rows))
         if rows - num_val < 1:
             raise UserError(
@@ -189,7 +178,8 @@ class RegressionData(L.LightningDataModule):
                 f"out {num_val}, leaving none for training"
             )
         generator = torch.Generator().manual_seed(self.seed)
-        return torch.randperm(rows, generator=generator, dtype=_positions(rows))
+        order = torch.randperm(rows, generator=generator, dtype=_positions(rows))
+        return order[:num_val], order[num_val:]
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, shuffle=True)
@@ -199,8 +189,7 @@ class RegressionData(L.LightningDataModule):
 
     def predict_dataloader(self) -> DataLoader:
         """``--data.predict_csv`` in chunks, encoded as the checkpoint's model says."""
-        if self.predict_csv is None:
-            raise UserError("predict reads --data.predict_csv: name the CSV file to predict")
+        assert self.predict_csv is not None, "the CLI refuses a predict without the file"
         model = self.trainer.lightning_module if self.trainer else None
         if not isinstance(model, RegressionModule) or not model.feature_columns:
             raise UserError("the checkpoint does not say which columns its model reads")
@@ -236,8 +225,7 @@ class ShardBatches(DistributedSampler):
 
     It stays a ``DistributedSampler`` so that Lightning calls ``set_epoch`` on it and does
     not swap in its own under DDP (a ``BatchSampler`` around one would hide both). The
-    order is built as a tensor (4 bytes a row) rather than the parent's list of Python
-    ints, which costs several times more at a million rows.
+    order is a tensor rather than the parent's list of Python ints, several times larger.
     """
 
     def __init__(self, rows: SplitRows, batch_size: int, **kwargs: Any) -> None:
@@ -269,17 +257,15 @@ def make_synthetic_regression(
     """Gaussian inputs and a smooth target built from the first five of them, made in memory
     and seeded, so the example runs offline.
 
-    The target mixes a sine, a product, a square and a saturation, so a linear model stays
-    near R² 0.3 while an MLP can approach the noise ceiling (about 0.99 at ``noise_std=0.1``).
-    Features past the fifth are distractors.
+    The target mixes a sine, a product, a square and a saturation, which a linear model
+    cannot fit and an MLP can; features past the fifth are distractors.
     """
     if num_features < 5:
         raise ValueError(f"num_features must be at least 5, got {num_features}")
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(num_samples, num_features, generator=generator)
     # Summed in place, term by term, through one scratch column: the same numbers as the
-    # one-line expression, without a column-sized temporary per operation (at a million
-    # rows each is 4 MB, which the allocator may keep after it is freed).
+    # one-line expression, without a column-sized temporary per operation.
     y = torch.mul(x[:, 0], 2.0).sin_()
     term = torch.mul(x[:, 1], x[:, 2]).mul_(0.5)
     y += term

@@ -2,12 +2,10 @@
 
 The module takes raw encoded features and standardises them with the training split's
 statistics, which it keeps as hyperparameters with the column order and category levels;
-the network predicts the standardised target and ``forward`` maps it back to the target's
-units. So a checkpoint alone predicts real values from raw rows: ``predict`` builds the
-model from it, never from the new file. Validation loss, R² and MAE are
-computed once per epoch over the whole validation split, not averaged per batch. Under DDP
-every process gathers every prediction and drops the rows its sampler padded in, so the
-figures are those of a single process on the same weights.
+``forward`` maps the network's standardised prediction back to the target's units. So a
+checkpoint alone predicts real values from raw rows. Validation metrics are computed once
+per epoch over the whole split, not averaged per batch; under DDP every process gathers
+every prediction first, so the figures are those of a single process on the same weights.
 """
 
 import math
@@ -177,12 +175,10 @@ class RegressionModule(L.LightningModule):
 class Column:
     """Collect a split's values a batch at a time, for metrics computed once over the split.
 
-    ``Column.append`` each batch's values, ``Column.take`` them all at the end. It does what a
-    list of per-batch tensors and ``torch.cat`` do, in one tensor that doubles when full: the
-    list's thousands of small tensors, kept between each batch's larger temporaries, fragment
-    the heap, and at a million rows the process grew by 40 MB and more over one validation
-    that way. Values are kept in float32 at least, so that metrics over bf16 predictions are
-    summed at full precision.
+    It does what a list of per-batch tensors and ``torch.cat`` do, in one tensor that doubles
+    when full: the list's thousands of small tensors, kept between each batch's larger
+    temporaries, fragment the heap and grow the process. Values are kept in float32 at least,
+    so that metrics over bf16 predictions are summed at full precision.
     """
 
     def __init__(self) -> None:

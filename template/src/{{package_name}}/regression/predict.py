@@ -1,13 +1,11 @@
-"""Predict a new CSV from a checkpoint: ``python -m <package>.regression predict --config
-configs/regression.yaml --ckpt_path FILE --data.predict_csv FILE``.
+"""Predict a new CSV from a checkpoint, ``CHUNK_ROWS`` rows at a time, so that the file's
+size is bounded by the disk, not the memory.
 
-The file is read in chunks of ``CHUNK_ROWS`` rows, so its size is bounded by the disk,
-not the memory. Each chunk is encoded as the checkpoint's model was trained (its column
-order and category levels, ``table.Encoding``), and :class:`PredictionWriter` appends it
-to ``predictions.csv`` in the run's log folder: every input row in order, every input
-column, and ``prediction`` in the target's units. A row with a missing feature cell gets
-an empty prediction; a category level the training split did not have encodes as all
-zeros. Each is counted in a one-line warning at the end.
+Each chunk is encoded as the checkpoint's model was trained (``table.Encoding``), and
+:class:`PredictionWriter` appends it to ``predictions.csv`` in the run's log folder: every
+input row in order, every input column, and ``prediction`` in the target's units. A row
+with a missing feature cell gets an empty prediction; a category level the training split
+did not have encodes as all zeros. Each is counted in a one-line warning at the end.
 """
 
 import sys

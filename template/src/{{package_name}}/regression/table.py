@@ -1,25 +1,19 @@
 """Read a CSV export with pandas into the numbers the model takes, or say in one line why not.
 
-What a real export holds, and what becomes of it:
-
 - Missing cells are the reader's own markers (an empty cell, ``NA``, ``nan``, ``null``, ...).
   ``missing="error"`` refuses the first; ``missing="drop"`` drops every row that has one
   and counts them. A row whose target is missing is never used either way.
 - ``inf`` is a number, not a missing cell: it would poison every statistic, so it is refused.
-- A text column (a non-missing cell that is not a number) is one-hot encoded when it is
-  listed in ``categorical``, and left out otherwise; the summary line names it with its
-  first text cell, so a typo in a numeric column shows. Past ``max_levels`` levels, the
-  most frequent training levels keep a column each and the rarer ones encode as all zeros,
-  like a level that predict meets for the first time.
-- Separator, thousands mark and decimal mark are the reader's options. The thousands mark
-  may be the separator when the numbers are quoted (``"1,234"`` in a comma-separated file).
-- ``True``/``False`` cells are text, not numbers: encode the column or leave it out.
+- A text column (``True``/``False`` cells are text too) is one-hot encoded when it is listed
+  in ``categorical``, and left out otherwise; the summary line names it with its first text
+  cell, so a typo in a numeric column shows. Past ``max_levels`` levels the rarer ones
+  encode as all zeros, like a level that predict meets for the first time.
+- The thousands mark may be the separator when the numbers are quoted (``"1,234"``).
 - A data line with more cells than the header is refused; empty trailing cells (a line that
   ends in the separator) are not cells.
 
 Positions: the reader's own parse errors carry file line numbers; a bad cell is named by
-its data row (the n-th row under the header, blank lines not counted). Each message says
-which of the two it gives.
+its data row (the n-th row under the header, blank lines not counted).
 """
 
 import re
@@ -53,6 +47,8 @@ def _reading(path: Path) -> Iterator[None]:
             yield
     except pd.errors.ParserWarning:
         raise UserError(f"{path}: {EXTRA_CELLS}") from None
+    except pd.errors.EmptyDataError:  # a ValueError: caught first
+        raise UserError(f"{path}: the file is empty; it needs a header and data rows") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
         raise _reader_error(path, error) from error
 
@@ -168,14 +164,10 @@ def read_header(path: Path, options: TableOptions, option: str) -> list[str]:
     """The column names as written; pandas would rename a repeated one ``a.1``."""
     if not path.is_file():
         raise UserError(f"{option} {path}: no such file")
-    try:
+    with _reading(path):
         first = pd.read_csv(
             path, sep=options.sep, header=None, nrows=1, dtype="string", encoding="utf-8-sig"
         )
-    except pd.errors.EmptyDataError:
-        raise UserError(f"{path}: the file is empty; it needs a header and data rows") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
-        raise _reader_error(path, error) from error
     return [str(name).strip() for name in first.iloc[0].tolist()]
 
 
@@ -307,9 +299,8 @@ def _first_text_cell(column: pd.Series) -> tuple[int, str]:
 
 
 def _row(column: pd.Series, position: int) -> int:
-    """The data row (1 for the first under the header) of ``column``'s ``position``-th cell."""
-    label = column.index[position]
-    return int(label) if isinstance(label, int | np.integer) else position + 1
+    """The data row of ``column``'s ``position``-th cell: every frame here is indexed by it."""
+    return int(column.index[position])
 
 
 def _reader_error(path: Path, error: Exception) -> UserError:

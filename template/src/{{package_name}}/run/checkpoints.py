@@ -1,15 +1,13 @@
 """Checkpoint files that a crash cannot corrupt, checked before a run resumes from one.
 
-Writing: Lightning serialises a checkpoint and writes it through a temporary file in the
-system's temp folder, then moves that file into place; from another filesystem the move is
-a copy, and a crash during it leaves a truncated ``last.ckpt``. Here the temporary file
-lives in the checkpoint's own folder and ``os.replace`` renames it over the old one, which
-is atomic: a reader finds the previous checkpoint or the new one, never part of one.
+Writing: Lightning writes a checkpoint through a temporary file in the system's temp
+folder and moves it into place; from another filesystem the move is a copy, and a crash
+during it leaves a truncated ``last.ckpt``. Here the temporary file lives in the
+checkpoint's own folder and ``os.replace`` renames it over the old one, which is atomic.
 
-Reading: a file that does not load, or whose weights do not fit the model being trained
-(another example's checkpoint, a network of another size), raises a ``UserError`` that
-names the file, before any state is restored. Lightning would otherwise fail deep inside
-``torch.load`` or ``load_state_dict`` with a message that names neither.
+Reading: a file that does not load, or whose weights do not fit the model (another
+example's checkpoint, a network of another size), raises a ``UserError`` that names the
+file, before any state is restored, rather than failing deep inside ``torch.load``.
 """
 
 import inspect

@@ -3,17 +3,9 @@ line, checks on a run's folders and checkpoint files before it starts, one check
 folder per run root, and a clean end to a multi-process run.
 
 jsonargparse reports a wrong type over two lines, the key on the first and the reason on
-the second, after the usage text. A failed run's last line should name both, so the
-message is joined into one line before it is printed; the exit status stays 2.
-
-Every entry point runs inside ``errors.user_errors``, so a mistake found later (a folder
-the run cannot write, a checkpoint that does not load or fit, an option value that a class
-refuses when it is built) ends the output in one line too, with the same exit status.
-
-While a command line runs, :func:`quiet_third_parties` hides two warnings and a log
-record from third parties that a user cannot act on, and a run of ``validate``, ``test``
-or ``predict`` one more warning; every other warning and log record still shows, and
-importing changes nothing.
+the second, after the usage text; a failed run's last line should name both, so the
+message is joined into one line. A mistake found later ends in one line too: every entry
+point runs inside ``errors.user_errors``.
 """
 
 import importlib.util
@@ -39,9 +31,8 @@ TRACKERS = f"{__package__}.trackers"
 
 class OneLineErrorParser(LightningArgumentParser):
     def __init__(self, *args: Any, links_from_data: bool = True, **kwargs: Any) -> None:
-        """``links_from_data``: whether an example's command line links the model's
-        arguments to the data module's (not in ``predict``, whose model comes from the
-        checkpoint alone); ``LightningCLI(parser_kwargs={"predict": {...}})`` sets it."""
+        """``links_from_data``: whether the model's arguments are linked to the data module's
+        (not in ``predict``, whose model comes from the checkpoint alone)."""
         # argparse takes a unique prefix of an option for the option: --model.num_env=2 would
         # quietly set --model.num_envs. A mistyped key must be refused, not guessed.
         kwargs.setdefault("allow_abbrev", False)
@@ -103,18 +94,14 @@ class ExampleCLI(LightningCLI):
                     "leave --ckpt_path out to start a new run"
                 )
 
-    # Outside a fit, within quiet_third_parties(), which undoes the filter when main returns.
-    def before_validate(self) -> None:
+    def _before_evaluation(self) -> None:
+        """Hide ModelCheckpoint's notice that a checkpoint from another folder will not bring
+        back its list of best files: only a fit writes checkpoints, so outside one it does
+        not apply. The filter lives within quiet_third_parties(), undone when main returns."""
         self._check_run_files()
-        _hide_fit_only_notices()
+        warnings.filterwarnings("ignore", "The dirpath has changed from", UserWarning)
 
-    def before_test(self) -> None:
-        self._check_run_files()
-        _hide_fit_only_notices()
-
-    def before_predict(self) -> None:
-        self._check_run_files()
-        _hide_fit_only_notices()
+    before_validate = before_test = before_predict = _before_evaluation
 
     def _check_run_files(self) -> None:
         trainer = self.trainer
@@ -129,15 +116,7 @@ class ExampleCLI(LightningCLI):
             trainer.strategy.checkpoint_io = CheckpointFiles(self.model)
 
 
-def _hide_fit_only_notices() -> None:
-    """Hide ModelCheckpoint's notice that a checkpoint from another folder will not bring
-    back its list of best files: only a fit writes checkpoints, so outside one it does not
-    apply, and a predict run under its own root would print it every time."""
-    warnings.filterwarnings("ignore", message=r"The dirpath has changed from", category=UserWarning)
-
-
 def _user_error_in(error: BaseException) -> UserError | None:
-    """The first UserError in the chain of exceptions that caused ``error``, if any."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:

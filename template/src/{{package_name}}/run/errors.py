@@ -1,11 +1,10 @@
 """One line for a user's mistake: raise :class:`UserError`, and the command line prints
 ``error: <message>`` and exits with status 2, the parser's convention for a bad option.
 
-A mistake in what the user gave a run (a folder it cannot write, a checkpoint that does not
-load or does not fit the model) is found deep inside a run, under frames the user never
-wrote; a traceback through them hides the one line that matters. Every other exception is a
-bug or a diverging run (a shape error, a non-finite loss) and keeps its traceback and exit
-status 1. ``SHOW_TRACEBACK=1`` in the environment prints a UserError's traceback too.
+Such a mistake (a folder a run cannot write, a checkpoint that does not fit the model) is
+often found under frames the user never wrote, whose traceback hides the one line that
+matters. Every other exception is a bug or a diverging run and keeps its traceback and
+exit status 1. ``SHOW_TRACEBACK=1`` in the environment prints a UserError's traceback too.
 """
 
 import os

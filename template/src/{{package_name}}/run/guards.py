@@ -1,13 +1,8 @@
 """Lightning callbacks that put the guards into ``Trainer.fit``: add them to ``callbacks``.
 
-:class:`BroadcastGuardCallback` runs the first training steps under :class:`BroadcastGuard`
-and then removes it, so its steady-state cost is zero. The examples' full training steps
-(data, forward, loss, optimizer, validation) raise no false alarm, which their tests check.
-
-:class:`NonFiniteLocator` costs one fused gradient norm per optimizer step until a loss or
-gradient is NaN or Inf; then it replays the batch with a hook on every submodule, names the
-first module whose output went non-finite, saves the batch beside the logs and raises
-:class:`NonFiniteError` before the optimizer step, so no checkpoint holds broken weights.
+:class:`BroadcastGuardCallback` guards the first training steps; the examples' full steps
+raise no false alarm, which their tests check. :class:`NonFiniteLocator` stops at the first
+NaN or Inf and names the module it came from.
 
 Copy-paste: this file imports third-party packages, ``broadcast`` beside it and ``shapes``.
 """
@@ -53,11 +48,6 @@ class BroadcastGuardCallback(Callback):
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._arm(pl_module)
 
-    def on_train_batch_start(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
-    ) -> None:
-        self._arm(pl_module)
-
     def on_train_batch_end(
         self,
         trainer: L.Trainer,
@@ -96,14 +86,6 @@ class BroadcastGuardCallback(Callback):
             guard.__exit__(None, None, None)
 
 
-# --- NonFiniteLocator ---
-# Nearly free while training is finite: one fused norm over the gradients and one host sync
-# per optimizer step. On a NaN or Inf it replays the batch's forward with a hook on every
-# submodule, names the first module whose output went non-finite, saves the batch and
-# raises before the optimizer step: the weights stay finite, and since fit ends there no
-# checkpoint is written after the last good one.
-
-
 class NonFiniteError(RuntimeError):
     """Training produced a NaN or Inf; the message is the locator's report, whose last line
     is a one-line summary."""
@@ -112,13 +94,16 @@ class NonFiniteError(RuntimeError):
 class NonFiniteLocator(Callback):
     """Stops training at the first non-finite loss or gradient and says where it came from.
 
-    The check runs in ``on_before_optimizer_step``: after backward, before the weights move,
-    on the loss and on the gradients of the parameters that the optimizer is about to move.
-    On a hit the report (also written to ``nonfinite_report.txt``) names the first submodule,
-    by qualified name, whose output held a NaN or Inf in a replay of ``training_step``, with
-    its inputs' range, and lists non-finite parameters and gradients; the batch is saved to
-    ``nonfinite_batch.pt`` in the log directory. Under fp16 mixed precision infinite
-    gradients are routine (the scaler skips those steps), so only the loss is checked there.
+    While training is finite it costs one fused gradient norm and one host sync per
+    optimizer step. The check runs in ``on_before_optimizer_step``, after backward and
+    before the weights move, on the loss and on the gradients the optimizer is about to
+    apply: the weights stay finite, and since fit ends there no checkpoint is written after
+    the last good one. On a hit the report (also written to ``nonfinite_report.txt``) names
+    the first submodule whose output held a NaN or Inf in a replay of ``training_step``,
+    with its inputs' range, and lists non-finite parameters and gradients; the batch is
+    saved to ``nonfinite_batch.pt`` in the log directory. Under fp16 mixed precision
+    infinite gradients are routine (the scaler skips those steps), so only the loss is
+    checked there.
     """
 
     def __init__(self) -> None:
@@ -183,7 +168,7 @@ class NonFiniteLocator(Callback):
             lines, culprit = _replay_forward(pl_module, batch, batch_idx)
         where = f"batch {batch_idx} of epoch {trainer.current_epoch}"
         bad_inputs = [_describe_tensor(t) for t in _tensors_in(batch) if not _all_finite(t)]
-        bad_params = _parameter_names(pl_module, lambda p: not _all_finite(p))
+        bad_params = [name for name, p in pl_module.named_parameters() if not _all_finite(p)]
         lines = [
             f"NonFiniteLocator: non-finite values in {where} (global step {trainer.global_step})",
             f"loss: {float(loss):.6g}",
@@ -301,12 +286,6 @@ def _describe_tensor(tensor: Float[Tensor, "*shape"] | Int[Tensor, "*shape"]) ->
     )
     counts = f"{int(tensor.isnan().sum())} NaN, {int(tensor.isinf().sum())} Inf"
     return f"{str(tensor.dtype).removeprefix('torch.')} {tuple(tensor.shape)}, {spread}, {counts}"
-
-
-def _parameter_names(
-    module: torch.nn.Module, test: Callable[[torch.nn.Parameter], bool]
-) -> list[str]:
-    return [name for name, parameter in module.named_parameters() if test(parameter)]
 
 
 def _short_list(names: list[str], limit: int = 8) -> str:

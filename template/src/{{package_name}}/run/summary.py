@@ -1,10 +1,9 @@
-"""A callback that ends every ``fit`` with a short printed summary and ``summary.json``.
+"""A callback that ends every ``fit`` with a short printed summary and ``summary.json`` in
+the run's log directory, so a script can read a run's outcome without parsing logs.
 
-The JSON lands in the run's log directory beside the logger's files and the checkpoints,
-so a script can read a run's outcome without parsing logs. Another callback adds its own
-keys with a ``summary_extras(trainer, pl_module)`` method that returns them (PPO's
-reporting does). Under DDP only the first process writes it, but every process must reach
-``on_fit_end``: the log directory is agreed on by a broadcast.
+Another callback adds keys with a ``summary_extras(trainer, pl_module)`` method that
+returns them (PPO's reporting does). Under DDP only the first process writes the file, but
+every process must reach ``on_fit_end``: the log directory is agreed on by a broadcast.
 """
 
 import json

@@ -1,9 +1,7 @@
-"""Experiment tracking: add a logger with ``--trainer.logger+=configs/logger/<name>.yaml``,
-and it writes under the run root.
+"""Experiment tracking: add a logger with ``--trainer.logger+=configs/logger/<name>.yaml``.
 
 Every logger's ``save_dir`` is linked to ``--trainer.default_root_dir``, so moving the root
-on the command line moves the logs with it, and one folder holds a run's files. The
-presets name Lightning's own loggers; this module only links the path a preset cannot know.
+on the command line moves the logs with it: the path a preset cannot know.
 """
 
 from pathlib import Path
