@@ -10,12 +10,7 @@ from jaxtyping import TypeCheckError
 
 from ...regression import RegressionModule
 from ..project import fit_summary
-from .test_regression import CONFIG, QUICK, QUIET
-from .test_regression import _fit as fit_example
-
-
-def _fit(root: Path, *extra: str) -> dict:
-    return fit_example(root, *QUICK, *extra)
+from .test_regression import CONFIG, QUICK, QUIET, _fit
 
 
 @pytest.mark.slow
@@ -38,5 +33,5 @@ def test_compiled_module_rejects_a_column_input() -> None:
 
 @pytest.mark.cli
 def test_bf16_mixed_fit_with_checks_on(tmp_path: Path) -> None:
-    summary = _fit(tmp_path, "--trainer.precision=bf16-mixed")
+    summary = _fit(tmp_path, *QUICK, "--trainer.precision=bf16-mixed")
     assert summary["epochs"] == 2
