@@ -82,15 +82,12 @@ class Encoding:
     columns: list[str]
     categories: dict[str, list[str]]
 
-    @property
-    def width(self) -> int:
-        return sum(len(self.categories.get(name, [None])) for name in self.columns)
-
     def encode(self, frame: pd.DataFrame, path: Path) -> tuple[np.ndarray, np.ndarray, int]:
         """``(features, complete, unseen)``: float32 inputs of shape ``(rows, width)`` with
         missing cells as 0, whether each row has every cell, and how many rows hold a
         category level that the training split did not (encoded as all zeros)."""
-        features = np.zeros((len(frame), self.width), dtype=np.float32)
+        width = sum(len(self.categories.get(name, [None])) for name in self.columns)
+        features = np.zeros((len(frame), width), dtype=np.float32)
         complete = np.ones(len(frame), dtype=bool)
         unseen = np.zeros(len(frame), dtype=bool)
         start = 0
