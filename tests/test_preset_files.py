@@ -39,6 +39,8 @@ CORE = [
     f"{PACKAGE}/run/summary.py",
     f"{PACKAGE}/core/__init__.py",
     f"{PACKAGE}/core/broadcast.py",
+    f"{PACKAGE}/core/masks.py",
+    f"{PACKAGE}/core/attention.py",
     f"{PACKAGE}/run/__init__.py",
     f"{PACKAGE}/run/guards.py",
     f"{TESTS}/__init__.py",
@@ -50,6 +52,7 @@ CORE = [
     f"{TESTS}/test_broadcast_guard.py",
     f"{TESTS}/test_conventions.py",
     f"{TESTS}/test_losses.py",
+    f"{TESTS}/test_masks.py",
     f"{TESTS}/test_nets.py",
     f"{TESTS}/test_nonfinite_locator_unit.py",
     f"{TESTS}/test_seed_bug.py",
@@ -121,6 +124,18 @@ PPO = [
     f"{TESTS}/ppo/test_ppo_loss.py",
 ]
 
+SEQUENCE = [
+    "configs/sequence.yaml",
+    "docs/sequence.md",
+    f"{PACKAGE}/sequence/__init__.py",
+    f"{PACKAGE}/sequence/__main__.py",
+    f"{PACKAGE}/sequence/data.py",
+    f"{PACKAGE}/sequence/japanese_vowels.csv.gz",
+    f"{PACKAGE}/sequence/module.py",
+    f"{TESTS}/sequence/__init__.py",
+    f"{TESTS}/sequence/test_sequence.py",
+]
+
 # Each optional feature: its files with any example, then those it brings for one example.
 FEATURES: dict[str, tuple[list[str], dict[str, list[str]]]] = {
     "include_sweeps": (
@@ -142,6 +157,7 @@ FEATURES: dict[str, tuple[list[str], dict[str, list[str]]]] = {
                 f"{TESTS}/sweep/test_regression_sweep.py",
             ],
             "ppo": ["configs/sweep/ppo.yaml", f"{TESTS}/sweep/test_ppo_sweep.py"],
+            "sequence": ["configs/sweep/sequence.yaml"],
         },
     ),
     "include_audit": (
@@ -192,12 +208,15 @@ ALL_FEATURES = [name for name in FEATURES]
 
 def expected(answers: dict[str, object]) -> list[str]:
     """The files a project with these answers holds (an unnamed answer: its default)."""
-    examples = [name for name in ("regression", "ppo") if answers.get(f"include_{name}", True)]
+    examples = [
+        name for name in ("regression", "ppo", "sequence") if answers.get(f"include_{name}", True)
+    ]
     files = list(CORE)
     if examples:
         files += ANY_EXAMPLE
     files += REGRESSION if "regression" in examples else []
     files += PPO if "ppo" in examples else []
+    files += SEQUENCE if "sequence" in examples else []
     for feature, (common, per_example) in FEATURES.items():
         if answers.get(feature) and (examples or feature == "include_audit"):
             files += common + [

@@ -19,7 +19,7 @@ from . import space, storage, trial
 WAIT_SECONDS = 0.2
 """How often a worker with no trial to start looks whether the running ones finished."""
 PACKAGE = str(__package__).rpartition(".")[0]
-EXAMPLES = [name for name in ("regression", "ppo") if find_spec(f"{PACKAGE}.{name}")]
+EXAMPLES = [name for name in ("regression", "ppo", "sequence") if find_spec(f"{PACKAGE}.{name}")]
 
 
 @dataclass(frozen=True)

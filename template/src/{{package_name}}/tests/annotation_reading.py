@@ -28,7 +28,8 @@ def is_array(hint: object) -> bool:
 
 
 def axes(hint: Any) -> list[tuple[str, Any]]:
-    """The shape string as (kind, name or size): named, fixed, any, group (variadic)."""
+    """The shape string as (kind, name or size): named, broadcast (``#name``), fixed, any,
+    group (variadic)."""
     parsed: list[tuple[str, Any]] = []
     for token in hint.dim_str.split():
         name = token.removeprefix("*")
@@ -40,6 +41,8 @@ def axes(hint: Any) -> list[tuple[str, Any]]:
             parsed.append(("any", None))
         elif token.isidentifier():
             parsed.append(("named", token))
+        elif token.startswith("#") and token[1:].isidentifier():
+            parsed.append(("broadcast", token[1:]))  # the named size, or 1
         else:
             raise ValueError(f"{hint.dim_str!r}: axis {token!r} is beyond what these tests read")
     return parsed
@@ -102,5 +105,7 @@ def _fits_array(hint: Any, value: Any, memo: Memo) -> Memo | None:
         if kind == "fixed" and name != extent:
             return None
         if kind == "named" and after.setdefault(name, extent) != extent:
+            return None
+        if kind == "broadcast" and extent != 1 and after.setdefault(name, extent) != extent:
             return None
     return after

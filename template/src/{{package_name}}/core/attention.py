@@ -1,0 +1,65 @@
+"""Multi-head self-attention with typed shapes, einops head splits and a ``keep`` mask.
+
+Heads are split by ``rearrange(x, "batch time (head dim) -> batch head time dim")``. A
+``view`` without the transpose, or ``(dim head)`` where the projection wrote
+``(head dim)``, mixes the heads' features and still trains. Softmax runs over keys inside
+``F.scaled_dot_product_attention``, whose bool mask means attend (see ``masks.py``); a
+query whose every key is masked gets zeros there.
+
+The weights are laid out as ``nn.MultiheadAttention``'s: one input projection for query,
+key and value, rows in that order, then an output projection. Its trained weights copy
+onto these one to one.
+
+Copy-paste: this file imports only third-party packages, ``shapes`` and ``masks``.
+"""
+
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from . import masks
+from .shapes import Bool, Float, Tensor, typechecked
+
+
+@typechecked
+def attend(
+    query: Float[Tensor, "batch head query dim"],
+    key: Float[Tensor, "batch head key dim"],
+    value: Float[Tensor, "batch head key value"],
+    keep: Bool[Tensor, "#batch #head #query key"] | None = None,
+    dropout: float = 0.0,
+) -> Float[Tensor, "batch head query value"]:
+    """Scaled dot-product attention: each query's softmax over the keys ``keep`` allows."""
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=keep, dropout_p=dropout)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, width: int, heads: int, causal: bool = False, dropout: float = 0.0) -> None:
+        """
+        Args:
+            width: Features of each step, in and out; a multiple of ``heads``.
+            heads: Attention heads, each over ``width // heads`` features.
+            causal: Let each step attend only itself and the steps before it.
+            dropout: Dropout on the attention weights while training.
+        """
+        super().__init__()
+        if width % heads:
+            raise ValueError(f"width {width} does not split into {heads} heads")
+        self.heads, self.causal, self.dropout = heads, causal, dropout
+        self.qkv = nn.Linear(width, 3 * width)
+        self.out = nn.Linear(width, width)
+
+    @typechecked
+    def forward(
+        self,
+        x: Float[Tensor, "batch time feature"],
+        keep: Bool[Tensor, "#batch 1 #time time"] | None = None,
+    ) -> Float[Tensor, "batch time feature"]:
+        split = "batch time (three head dim) -> three batch head time dim"
+        query, key, value = rearrange(self.qkv(x), split, three=3, head=self.heads)
+        if self.causal:
+            future = masks.causal(x.shape[1], device=x.device)
+            keep = future if keep is None else keep & future
+        dropout = self.dropout if self.training else 0.0
+        attended = attend(query, key, value, keep, dropout)
+        return self.out(rearrange(attended, "batch head time dim -> batch time (head dim)"))

@@ -1,0 +1,300 @@
+"""The sequence DataModule: padded batches of variable-length sequences, read from a table
+with one row per step.
+
+A table is *long*: one row per step, a column naming the sequence, optionally one giving
+the steps' order, the target (a class label, the same on every row of a sequence) and
+numeric feature columns. By default it is the shipped Japanese Vowels set,
+``japanese_vowels.csv.gz``: nine speakers saying /ae/, 640 utterances of 7 to 29 steps of 12
+LPC cepstrum coefficients; the task is to name the speaker.
+
+Sequences are split at random, whole, into training and validation. A batch holds the
+steps of each sequence from the start, zeros after its end, and ``real`` saying which
+steps are real: every consumer takes that mask (``core/masks.py``), so padding can change
+nothing. The model standardises raw features itself, with the training steps' statistics
+it is built from, so a checkpoint predicts a new table on its own.
+
+The data: "Japanese Vowels" by M. Kudo, J. Toyama and M. Shimbo (Pattern Recognition
+Letters 20, 1999), from the UCI Machine Learning Repository
+(https://archive.ics.uci.edu/ml/datasets/Japanese+Vowels), which licenses it CC BY 4.0
+(https://creativecommons.org/licenses/by/4.0/); copied from the aeon package's files.
+Changed: one long table (``utterance``, ``step``, ``speaker``, ``lpc_1`` to ``lpc_12``),
+values rounded to 6 decimals, speakers ``1`` to ``9`` named ``speaker_1`` to ``speaker_9``;
+utterances 1 to 270 were the original training set.
+"""
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import lightning as L
+import numpy as np
+import pandas as pd
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+from ..core.masks import real_steps
+from ..core.shapes import Bool, Float, Int, Tensor
+from ..run.errors import UserError
+
+SHIPPED = Path(__file__).with_name("japanese_vowels.csv.gz")
+Missing = Literal["error", "drop"]
+
+
+@dataclass(frozen=True)
+class Sequences:
+    """A table read into sequences: ``steps[i]`` is sequence ``names[i]``'s features."""
+
+    names: list[Any]
+    steps: list[Float[Tensor, "time feature"]]
+    labels: list[Any] | None
+    feature_columns: list[str]
+
+
+def _describe(value: Any) -> str:
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def read_sequences(
+    path: Path,
+    sequence: str,
+    order: str | None,
+    target: str | None,
+    missing: Missing,
+    feature_columns: list[str] | None = None,
+) -> Sequences:
+    """Read a long table, or raise a one-line :class:`UserError` naming what is wrong.
+
+    ``feature_columns`` None: every numeric column but the others named is a feature;
+    otherwise those columns, as a checkpoint recorded them (a predict table).
+    """
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    try:
+        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except (ValueError, OSError, ImportError, pd.errors.ParserError) as error:
+        raise UserError(f"{path}: not a readable table ({str(error).splitlines()[0]})") from None
+    named = [column for column in (sequence, order, target) if column is not None]
+    if feature_columns is None:
+        feature_columns = [
+            str(column)
+            for column in frame.columns
+            if column not in named and pd.api.types.is_numeric_dtype(frame[column])
+        ]
+        if not feature_columns:
+            raise UserError(f"{path}: no numeric column left for features besides {named}")
+    absent = [column for column in [*named, *feature_columns] if column not in frame.columns]
+    if absent:
+        known = ", ".join(map(str, frame.columns))
+        raise UserError(f"{path}: no column {', '.join(map(repr, absent))}; it has {known}")
+    frame = frame[[*named, *feature_columns]]
+    features = frame[feature_columns].apply(pd.to_numeric, errors="coerce")
+    gaps = features.isna().any(axis=1) | frame[named].isna().any(axis=1)
+    if gaps.any():
+        row = int(np.flatnonzero(gaps.to_numpy())[0])
+        if missing == "error":
+            raise UserError(
+                f"{path}: data row {row + 1} has a missing or non-numeric value "
+                f"({int(gaps.sum())} such rows); --data.missing drop leaves them out"
+            )
+        kept = frame[~gaps]
+        lost = set(frame[sequence].dropna()) - set(kept[sequence])
+        if lost:
+            raise UserError(
+                f"{path}: sequence {_describe(sorted(lost, key=str)[0])} has no row left "
+                f"after --data.missing drop ({len(lost)} such sequences)"
+            )
+        frame, features = kept, features[~gaps]
+    groups = frame.groupby(sequence, sort=False)
+    if target is not None:
+        labels = groups[target].nunique()
+        mixed = labels[labels > 1]
+        if len(mixed):
+            name = mixed.index[0]
+            seen = frame.loc[frame[sequence] == name, target].unique()[:2]
+            raise UserError(
+                f"{path}: sequence {_describe(name)} has more than one {target!r}: "
+                f"{_describe(seen[0])} and {_describe(seen[1])}; the target is one label "
+                "per sequence"
+            )
+    if order is not None:
+        repeated = frame.duplicated([sequence, order])
+        if repeated.any():
+            row = frame[repeated].iloc[0]
+            raise UserError(
+                f"{path}: sequence {_describe(row[sequence])} has {order!r} "
+                f"{_describe(row[order])} twice; each step needs its own place"
+            )
+        frame = frame.sort_values([sequence, order], kind="stable")
+        features = features.loc[frame.index]
+    values = features.to_numpy(dtype=np.float32)
+    names, steps, labels = [], [], []
+    for name, rows in frame.groupby(sequence, sort=False).indices.items():
+        names.append(name.item() if isinstance(name, np.generic) else name)
+        steps.append(torch.from_numpy(values[rows]))
+        if target is not None:
+            label = frame[target].iloc[rows[0]]
+            labels.append(label.item() if isinstance(label, np.generic) else label)
+    return Sequences(names, steps, labels if target is not None else None, feature_columns)
+
+
+def pad(
+    steps: list[Float[Tensor, "time feature"]],
+) -> tuple[Float[Tensor, "batch time feature"], Bool[Tensor, "batch time"]]:
+    """Stack sequences from their first step, zeros after each one's end, and the mask of
+    real steps."""
+    lengths = torch.tensor([len(sequence) for sequence in steps])
+    padded = torch.nn.utils.rnn.pad_sequence(steps, batch_first=True)
+    return padded, real_steps(lengths, padded.shape[1])
+
+
+Batch = tuple[
+    Float[Tensor, "batch time feature"], Bool[Tensor, "batch time"], Int[Tensor, " batch"]
+]
+"""Padded features, the real steps, and each sequence's class index (or its row in the
+table, for predict)."""
+
+
+class SequenceData(L.LightningDataModule):
+    def __init__(
+        self,
+        csv_path: Path | None = None,
+        target: str = "speaker",
+        sequence: str = "utterance",
+        order: str | None = "step",
+        predict_csv: Path | None = None,
+        missing: Missing = "error",
+        val_fraction: float = 0.2,
+        batch_size: int = 32,
+        seed: int = 0,
+    ) -> None:
+        """
+        Args:
+            csv_path: Long table to train on (CSV, or Parquet with pyarrow): one row per
+                step. Leave unset for the shipped Japanese Vowels set.
+            target: Column of the class label (numbers or text), the same on every row of a
+                sequence.
+            sequence: Column naming the sequence a row belongs to.
+            order: Column giving the steps' order within a sequence; None keeps the
+                table's row order.
+            predict_csv: Table to predict, for the ``predict`` subcommand only; it needs the
+                feature columns the checkpoint was trained on, ``sequence`` and ``order``.
+            missing: What a row with a missing or non-numeric value does: ``error`` refuses
+                the table, ``drop`` leaves the row out.
+            val_fraction: Share of sequences held out for validation, drawn at random.
+            batch_size: Sequences per optimizer step, over all processes together.
+            seed: Seed of the train/validation split and of every epoch's training order.
+        """
+        super().__init__()
+        if not 0.0 < val_fraction < 1.0:
+            raise UserError(f"--data.val_fraction must be in (0, 1), got {val_fraction}")
+        self.sequence, self.order, self.missing = sequence, order, missing
+        self.batch_size, self.seed = batch_size, seed
+        self.predict_csv = None if predict_csv is None else Path(predict_csv)
+        if self.predict_csv is not None:
+            return  # predict reads its table once the checkpoint has said which features
+        path = SHIPPED if csv_path is None else Path(csv_path)
+        table = read_sequences(path, sequence, order, target, missing)
+        assert table.labels is not None
+        generator = torch.Generator().manual_seed(seed)
+        shuffled = torch.randperm(len(table.names), generator=generator).tolist()
+        num_val = max(1, round(val_fraction * len(shuffled)))
+        if len(shuffled) - num_val < 1:
+            raise UserError(f"{path}: {len(shuffled)} sequences leave none for training")
+        val, train = shuffled[:num_val], shuffled[num_val:]
+        self.classes = sorted(set(table.labels), key=str)
+        for split, other, name in ((train, val, "training"), (val, train, "validation")):
+            only = {table.labels[i] for i in split} - {table.labels[i] for i in other}
+            if only:
+                raise UserError(
+                    f"{path}: class {_describe(sorted(only, key=str)[0])} is in the {name} "
+                    f"split only; every class needs sequences in both (more data, or "
+                    "another --data.seed or --data.val_fraction)"
+                )
+        index = {label: position for position, label in enumerate(self.classes)}
+        self.feature_columns = table.feature_columns
+        self.num_features = len(table.feature_columns)
+        training_steps = torch.cat([table.steps[i] for i in train]).double()
+        std = training_steps.std(dim=0) if len(training_steps) > 1 else torch.ones(1)
+        self.feature_mean = training_steps.mean(dim=0).tolist()
+        self.feature_std = torch.where(std > 0, std, 1.0).expand(self.num_features).tolist()
+        self.train_set = [(table.steps[i], index[table.labels[i]]) for i in train]
+        self.val_set = [(table.steps[i], index[table.labels[i]]) for i in val]
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_set, shuffle=True)
+
+    def predict_dataloader(self) -> DataLoader:
+        """The predict table's sequences, in the table's order, each with its position."""
+        assert self.predict_csv is not None and self.trainer is not None
+        columns = list(self.trainer.lightning_module.hparams["feature_columns"])
+        self.predicted = read_sequences(
+            self.predict_csv, self.sequence, self.order, None, self.missing, columns
+        )
+        items = list(zip(self.predicted.steps, range(len(self.predicted.names)), strict=True))
+        return DataLoader(items, batch_size=self.batch_size, collate_fn=collate)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set, shuffle=False)
+
+    def _loader(self, items: list[tuple[Tensor, int]], shuffle: bool) -> DataLoader:
+        world, rank = 1, 0
+        if self.trainer is not None:
+            world, rank = self.trainer.world_size, self.trainer.global_rank
+        if self.batch_size % world:
+            raise UserError(
+                f"--data.batch_size {self.batch_size} does not split over {world} processes"
+            )
+        batches = ShardBatches(
+            Batches(items),
+            self.batch_size // world,
+            num_replicas=world,
+            rank=rank,
+            shuffle=shuffle,
+            seed=self.seed,
+        )
+        return DataLoader(Batches(items), sampler=batches, batch_size=None)
+
+
+class Batches(Dataset):
+    """Sequences and their labels; indexed by a list of positions, a padded batch of them."""
+
+    def __init__(self, items: list[tuple[Tensor, int]]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, rows: list[int]) -> Batch:
+        return collate([self.items[row] for row in rows])
+
+
+class ShardBatches(DistributedSampler):
+    """This process's share of each batch: epoch ``k``'s order is a permutation seeded by
+    ``seed + k``, cut into batches of ``batch_size`` times the processes, so N processes
+    together take the batches one would, whatever N is. It stays a ``DistributedSampler``
+    so that Lightning calls ``set_epoch`` on it and swaps in none of its own under DDP."""
+
+    def __init__(self, dataset: Batches, batch_size: int, **kwargs: Any) -> None:
+        super().__init__(dataset, **kwargs)
+        self.batch_size = batch_size
+
+    def __iter__(self) -> Iterator[list[int]]:  # pyright: ignore[reportIncompatibleMethodOverride]
+        count = len(self.dataset)  # type: ignore[arg-type]
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(self.seed + self.epoch)
+            order = torch.randperm(count, generator=generator)
+        else:
+            order = torch.arange(count)
+        # Padded by wrapping around to total_size, then every num_replicas-th position.
+        order = order[torch.arange(self.rank, self.total_size, self.num_replicas) % count]
+        yield from (batch.tolist() for batch in order.split(self.batch_size))
+
+    def __len__(self) -> int:
+        return math.ceil(self.num_samples / self.batch_size)
+
+
+def collate(items: list[tuple[Tensor, int]]) -> Batch:
+    features, real = pad([steps for steps, _ in items])
+    return features, real, torch.tensor([label for _, label in items])

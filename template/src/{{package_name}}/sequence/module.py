@@ -1,0 +1,193 @@
+"""The sequence classifier: a small Transformer encoder over padded batches, pooled over
+each sequence's real steps.
+
+Every step of the way takes the batch's ``real`` mask: attention attends real keys only,
+pooling averages real steps only, so what sits in the padding (or how much of it there is)
+changes no output. ``tests/test_behaviour.py`` checks exactly that, with batch independence.
+The module keeps the training steps' feature statistics and the class labels as
+hyperparameters, so a checkpoint alone predicts a new table, in the labels' own values.
+
+Validation accuracy and loss are computed over the whole validation split once per epoch;
+under DDP every process gathers every sequence's result and drops the ones its sampler
+repeated, so the figures are those of one process on the same weights.
+"""
+
+import math
+from typing import Any
+
+import lightning as L
+import torch
+from einops import rearrange
+from torch import nn
+
+from ..core import masks
+from ..core.attention import SelfAttention
+from ..core.losses import cross_entropy_loss
+from ..core.shapes import Bool, Float, Int, Tensor, compiled, typechecked
+from .data import Batch
+
+
+@typechecked
+def sinusoids(steps: int, width: int) -> Float[Tensor, "time feature"]:
+    """Fixed positional features, sines and cosines of geometrically spaced frequencies: any
+    length works, and position ``t`` means the same in every sequence."""
+    frequencies = torch.exp(torch.arange(0, width, 2) * (-math.log(10_000.0) / width))
+    angles = rearrange(torch.arange(steps), "t -> t 1") * rearrange(frequencies, "f -> 1 f")
+    waves = torch.stack([angles.sin(), angles.cos()], dim=-1)
+    return rearrange(waves, "t f two -> t (f two)")[:, :width]
+
+
+class EncoderBlock(nn.Module):
+    """Pre-norm Transformer block: self-attention, then a position-wise MLP, each residual."""
+
+    def __init__(self, width: int, heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.attention_norm, self.mlp_norm = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.attention = SelfAttention(width, heads, dropout=dropout)
+        self.mlp = nn.Sequential(
+            nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width), nn.Dropout(dropout)
+        )
+
+    @typechecked
+    def forward(
+        self, x: Float[Tensor, "batch time feature"], keep: Bool[Tensor, "batch 1 1 time"]
+    ) -> Float[Tensor, "batch time feature"]:
+        x = x + self.attention(self.attention_norm(x), keep)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class SequenceEncoder(nn.Module):
+    """Raw padded features to class logits; padding is read by nothing."""
+
+    def __init__(
+        self,
+        num_features: int,
+        num_classes: int,
+        width: int,
+        heads: int,
+        layers: int,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.embed = nn.Linear(num_features, width)
+        self.blocks = nn.ModuleList(EncoderBlock(width, heads, dropout) for _ in range(layers))
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, num_classes)
+
+    @typechecked
+    def forward(
+        self, features: Float[Tensor, "batch time feature"], real: Bool[Tensor, "batch time"]
+    ) -> Float[Tensor, "batch class"]:
+        x = self.embed(features)
+        x = x + rearrange(sinusoids(x.shape[1], x.shape[2]).to(x), "t f -> 1 t f")
+        keep = masks.key_padding(real)
+        for block in self.blocks:
+            x = block(x, keep)
+        return self.head(masks.masked_time_mean(self.norm(x), real))
+
+
+class SequenceClassifier(L.LightningModule):
+    def __init__(
+        self,
+        num_features: int = 12,
+        classes: list[Any] | None = None,
+        feature_mean: list[float] | None = None,
+        feature_std: list[float] | None = None,
+        feature_columns: list[str] | None = None,
+        width: int = 64,
+        heads: int = 4,
+        layers: int = 2,
+        dropout: float = 0.1,
+        learning_rate: float = 1e-3,
+        weight_decay: float = 0.01,
+        compile: bool = False,
+        compile_backend: str = "inductor",
+    ) -> None:
+        """
+        Args:
+            num_features: Feature columns; the CLI links it from the data.
+            classes: The class labels, in the order of the logits; linked likewise.
+            feature_mean: Training steps' mean of each feature (none: 0); linked likewise.
+            feature_std: Their standard deviation (none: 1); linked likewise.
+            feature_columns: The table columns the features come from; linked likewise,
+                for predict.
+            width: Features of each step inside the encoder; a multiple of ``heads``.
+            heads: Attention heads.
+            layers: Encoder blocks.
+            dropout: Dropout in attention and in each block's MLP, while training.
+            learning_rate: Peak AdamW learning rate, cosine-annealed to zero.
+            weight_decay: AdamW weight decay.
+            compile: Run the encoder through ``torch.compile``; its shapes stay checked at
+                the compiled boundary.
+            compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation.
+        """
+        super().__init__()
+        self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
+        self.classes: list[Any] = list(classes or range(2))
+        self.learning_rate: float = learning_rate
+        self.weight_decay: float = weight_decay
+        mean = torch.tensor(feature_mean or [0.0] * num_features)
+        std = torch.tensor(feature_std or [1.0] * num_features)
+        if mean.shape != (num_features,) or std.shape != (num_features,):
+            raise ValueError(f"feature_mean and feature_std need {num_features} values each")
+        self.register_buffer("feature_mean", mean, persistent=False)  # hyperparameters hold them
+        self.register_buffer("feature_std", std, persistent=False)
+        self.encoder = SequenceEncoder(
+            num_features, len(self.classes), width, heads, layers, dropout
+        )
+        self._encode = compiled(self.encoder, backend=compile_backend) if compile else self.encoder
+        self.validation: list[Tensor] = []
+
+    @typechecked
+    def forward(
+        self, features: Float[Tensor, "batch time feature"], real: Bool[Tensor, "batch time"]
+    ) -> Float[Tensor, "batch class"]:
+        """Class logits of raw padded features."""
+        standard = (features - self.feature_mean) / self.feature_std
+        standard = torch.where(rearrange(real, "b t -> b t 1"), standard, 0.0)
+        return self._encode(standard, real)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        features, real, labels = batch
+        loss = cross_entropy_loss(self(features, real), labels)
+        self.log("train_loss", loss, batch_size=len(labels))
+        return loss
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        features, real, labels = batch
+        logits = self(features, real)
+        losses = nn.functional.cross_entropy(logits, labels, reduction="none")
+        correct = (logits.argmax(dim=-1) == labels).to(losses.dtype)
+        self.validation.append(torch.stack([losses, correct], dim=-1))
+
+    def on_validation_epoch_end(self) -> None:
+        loss, accuracy = self._gathered_means(self.validation)
+        self.validation.clear()
+        self.log_dict({"val_loss": loss, "val_accuracy": accuracy})
+
+    def _gathered_means(self, parts: list[Tensor]) -> Float[Tensor, " metric"]:
+        """Means over every validation sequence once: each process's sampler repeats a few
+        sequences to even out the shards, and those come last on its shard."""
+        local = torch.cat(parts) if parts else torch.zeros(0, 2, device=self.device)
+        size = len(self.trainer.datamodule.val_set) if self.trainer.datamodule else len(local)
+        gathered = self.all_gather(local)
+        if self.trainer.world_size > 1:  # (world, n, 2): sequence i of rank r is r + i * world
+            gathered = rearrange(gathered, "world n metric -> (n world) metric")
+        return gathered[:size].mean(dim=0)
+
+    def predict_step(
+        self, batch: Batch, batch_idx: int
+    ) -> tuple[Int[Tensor, " batch"], Int[Tensor, " batch"], Float[Tensor, " batch"]]:
+        """Each sequence's row in the table, predicted class index, and its probability."""
+        features, real, rows = batch
+        probabilities = self(features, real).softmax(dim=-1)
+        confidence, predicted = probabilities.max(dim=-1)
+        return rows, predicted, confidence
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.AdamW(
+            self.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay
+        )
+        total = self.trainer.estimated_stepping_batches
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, int(total)))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

@@ -1,0 +1,194 @@
+"""The sequence example end to end: the shipped data against a pooled baseline, a user's
+long table, predict from a checkpoint, one-line refusals, compile and bf16, and DDP."""
+
+import csv
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from einops import rearrange
+from jaxtyping import TypeCheckError
+
+from ...core import masks
+from ...sequence import SequenceClassifier, SequenceData
+from ...sequence.__main__ import main
+from ...sequence.data import pad
+from ..project import CONFIGS, PACKAGE, child_environment, fit_summary, refusal
+
+CONFIG = CONFIGS / "sequence.yaml"
+QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+TINY = ["--trainer.max_epochs=2", "--model.width=16", "--model.heads=2", "--model.layers=1"]
+
+
+def _fit(root: Path, *extra: str) -> dict:
+    main(["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={root}", *QUIET, *extra])
+    (summary,) = root.rglob("summary.json")
+    return json.loads(summary.read_text())
+
+
+def _table(path: Path, rows: list[list[object]]) -> Path:
+    with path.open("w", newline="") as handle:
+        csv.writer(handle).writerows([["id", "t", "label", "a", "b"], *rows])
+    return path
+
+
+def _two_classes(sequences: int = 12) -> list[list[object]]:
+    """Sequences of 2 to 6 steps whose label is the sign of feature ``a``; rows shuffled
+    within each sequence, so only ``t`` gives the order."""
+    generator = torch.Generator().manual_seed(0)
+    rows: list[list[object]] = []
+    for index in range(sequences):
+        label = ["down", "up"][index % 2]
+        steps = 2 + index % 5
+        for t in reversed(range(steps)):
+            a = (1 if label == "up" else -1) + 0.1 * float(torch.randn(1, generator=generator))
+            rows.append([f"s{index}", t, label, round(a, 4), t])
+    return rows
+
+
+def _pooled_baseline(data: SequenceData) -> float:
+    """Validation accuracy of logistic regression on each sequence's per-feature mean and
+    standard deviation over its real steps, fitted on the training split."""
+
+    def pooled(items: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        features, real = pad([steps.double() for steps, _ in items])
+        mean = masks.masked_time_mean(features, real)
+        deviation = features - rearrange(mean, "batch feature -> batch 1 feature")
+        spread = masks.masked_time_mean(deviation**2, real).sqrt()
+        return torch.cat([mean, spread], dim=1), torch.tensor([label for _, label in items])
+
+    x, y = pooled(data.train_set)
+    center, scale = x.mean(dim=0), x.std(dim=0)
+    weights = torch.zeros(x.shape[1], len(data.classes), dtype=torch.float64, requires_grad=True)
+    bias = torch.zeros(len(data.classes), dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.LBFGS([weights, bias], max_iter=500)
+
+    def loss() -> torch.Tensor:
+        optimizer.zero_grad()
+        logits = (x - center) / scale @ weights + bias
+        value = torch.nn.functional.cross_entropy(logits, y) + 1e-3 * weights.square().sum()
+        value.backward()
+        return value
+
+    optimizer.step(loss)  # pyright: ignore[reportArgumentType]
+    val_x, val_y = pooled(data.val_set)
+    predicted = ((val_x - center) / scale @ weights + bias).argmax(dim=1)
+    return float((predicted == val_y).double().mean())
+
+
+@pytest.mark.slow
+def test_the_config_beats_the_pooled_baseline_on_two_cores(tmp_path: Path) -> None:
+    summary = fit_summary("sequence", CONFIG, QUIET, tmp_path)
+    baseline = _pooled_baseline(SequenceData())
+    print(
+        f"\nval_accuracy {summary['val_accuracy']:.4f} against the pooled baseline's "
+        f"{baseline:.4f}, in {summary['train_seconds']:.0f} s of training"
+    )
+    assert summary["val_accuracy"] >= max(0.85, baseline)
+    assert summary["train_seconds"] <= 120
+
+
+@pytest.mark.cli
+def test_a_long_table_fits_and_predict_writes_one_row_per_sequence(tmp_path: Path) -> None:
+    table = _table(tmp_path / "steps.csv", _two_classes())
+    options = ["--data.csv_path", str(table), "--data.target=label", "--data.sequence=id"]
+    options += ["--data.order=t", "--data.val_fraction=0.5", "--data.batch_size=4"]
+    summary = _fit(tmp_path / "fit", *TINY, *options)
+    assert set(summary) >= {"val_accuracy", "val_loss"}
+    model = SequenceClassifier.load_from_checkpoint(tmp_path / "fit/checkpoints/last.ckpt")
+    assert model.classes == ["down", "up"] and model.hparams["feature_columns"] == ["a", "b"]
+
+    unseen = _table(tmp_path / "new.csv", [["n1", 1, "", 1.0, 1], ["n2", 0, "", -1.0, 0]])
+    pd.read_csv(unseen).drop(columns="label").to_csv(unseen, index=False)  # no target column
+    main(
+        ["predict", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path / 'p'}"]
+        + ["--ckpt_path", str(tmp_path / "fit/checkpoints/last.ckpt"), *QUIET]
+        + ["--data.predict_csv", str(unseen), "--data.sequence=id", "--data.order=t"]
+    )
+    (written,) = (tmp_path / "p").rglob("predictions.csv")
+    predictions = pd.read_csv(written)
+    assert list(predictions.columns) == ["id", "prediction", "confidence"]
+    assert predictions["id"].tolist() == ["n1", "n2"]
+    assert set(predictions["prediction"]) <= {"down", "up"}
+    assert predictions["confidence"].between(0.5, 1.0).all()
+
+
+# row: (the table's data rows, extra flags, the pattern of the error line)
+REFUSALS = {
+    "label_varies": (
+        [["s1", 0, "up", 1, 0], ["s1", 1, "down", 1, 1]],
+        [],
+        r"more than one 'label'",
+    ),
+    "missing_column": ([["s1", 0, "up", 1, 0]], ["--data.order=step"], r"no column 'step'"),
+    "repeated_order": ([["s1", 0, "up", 1, 0], ["s1", 0, "up", 2, 0]], [], r"has 't' 0 twice"),
+    "nan_feature": ([["s1", 0, "up", "", 0]], [], r"data row 1 has a missing .*missing drop"),
+    "sequence_left_empty": (
+        [["s1", 0, "up", "", 0], ["s2", 0, "down", 1, 0]],
+        ["--data.missing=drop"],
+        r"sequence 's1' has no row left after --data.missing drop",
+    ),
+    "class_in_one_split": (
+        [["s1", 0, "up", 1, 0], ["s2", 0, "up", 1, 0], ["s3", 0, "down", 1, 0]],
+        ["--data.val_fraction=0.3"],
+        r"class '(up|down)' is in the (training|validation) split only",
+    ),
+}
+
+
+@pytest.mark.parametrize("row", REFUSALS)
+def test_bad_tables_are_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, row: str
+) -> None:
+    rows, extra, pattern = REFUSALS[row]
+    table = _table(tmp_path / "t.csv", rows)
+    flags = ["--data.csv_path", str(table), "--data.target=label", "--data.sequence=id"]
+    flags += ["--data.order=t", *extra]
+    line = refusal(capsys, lambda: _fit(tmp_path / "run", *TINY, *flags))
+    assert re.search(pattern, line), line
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_model_refuses_a_mask_of_the_wrong_shape() -> None:
+    model = SequenceClassifier(num_features=3, classes=["a", "b"], width=8, heads=2, layers=1)
+    features, real = pad([torch.randn(4, 3), torch.randn(2, 3)])
+    assert model(features, real).shape == (2, 2)
+    with pytest.raises(TypeCheckError):
+        model(features, real[:, :1])  # the mask of another length
+    with pytest.raises(TypeCheckError):
+        model(features, real.float())  # pyright: ignore[reportArgumentType]
+
+
+@pytest.mark.cli
+def test_bf16_mixed_fit_with_checks_on(tmp_path: Path) -> None:
+    assert _fit(tmp_path, *TINY, "--trainer.precision=bf16-mixed")["epochs"] == 2
+
+
+@pytest.mark.slow
+def test_compiled_fit_with_checks_on(tmp_path: Path) -> None:
+    compiled = ["--model.compile=true", "--model.compile_backend=aot_eager"]
+    assert fit_summary("sequence", CONFIG, [*TINY, *QUIET, *compiled], tmp_path)["epochs"] == 2
+
+
+@pytest.mark.slow
+def test_ddp_val_accuracy_matches_one_process(tmp_path: Path) -> None:
+    budget = [*TINY, "--trainer.max_epochs=3", "--trainer.accelerator=cpu", *QUIET]
+    budget.append("--model.dropout=0")  # each process draws its own dropout masks
+    (tmp_path / "single").mkdir()
+    single = fit_summary("sequence", CONFIG, budget, tmp_path / "single")
+    ddp = ["--trainer.strategy=ddp", "--trainer.devices=2"]
+    command = [sys.executable, "-m", f"{PACKAGE}.sequence", "fit", "--config", str(CONFIG)]
+    command += [f"--trainer.default_root_dir={tmp_path / 'ddp'}", *budget, *ddp]
+    done = subprocess.run(
+        command, env=child_environment({"OMP_NUM_THREADS": "1"}), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (path,) = (tmp_path / "ddp").rglob("summary.json")
+    summary = json.loads(path.read_text())
+    print(f"\nval_accuracy: one process {single['val_accuracy']}, DDP {summary['val_accuracy']}")
+    assert abs(summary["val_accuracy"] - single["val_accuracy"]) <= 1e-3
