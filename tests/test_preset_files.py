@@ -53,6 +53,7 @@ CORE = [
     f"{TESTS}/test_conventions.py",
     f"{TESTS}/test_losses.py",
     f"{TESTS}/test_masks.py",
+    f"{TESTS}/test_behaviour.py",
     f"{TESTS}/test_nets.py",
     f"{TESTS}/test_nonfinite_locator_unit.py",
     f"{TESTS}/test_seed_bug.py",

@@ -259,9 +259,33 @@ def test_copier_update_runs_on_a_rendered_project(template_snapshot: Path, tmp_p
 @pytest.mark.parametrize(
     ("data", "refused"),
     [
-        ({"include_regression": False, "include_ppo": False, "include_sweeps": True}, "sweeps"),
-        ({"include_regression": False, "include_ppo": False, "include_cluster": True}, "cluster"),
-        ({"include_regression": False, "include_ppo": False, "include_trackers": True}, "trackers"),
+        (
+            {
+                "include_regression": False,
+                "include_ppo": False,
+                "include_sequence": False,
+                "include_sweeps": True,
+            },
+            "sweeps",
+        ),
+        (
+            {
+                "include_regression": False,
+                "include_ppo": False,
+                "include_sequence": False,
+                "include_cluster": True,
+            },
+            "cluster",
+        ),
+        (
+            {
+                "include_regression": False,
+                "include_ppo": False,
+                "include_sequence": False,
+                "include_trackers": True,
+            },
+            "trackers",
+        ),
         ({"include_ppo": False, "include_video": True}, "include_video needs include_ppo"),
     ],
 )

@@ -14,13 +14,16 @@ column, an attention mask) passes. ``einsum``, ``matmul`` and ``torch.outer`` ar
 checked: an outer product should say so.
 
 Index grids and masks are the exception. An *index grid* descends from ``arange``,
-``linspace``, ``logspace``, ``eye``, or ``tril``/``triu`` of a constant (``ones``, ``zeros``,
-``full``), through calls whose tensor inputs were all grids or constants; writing data into
-it (``grid[i] = x``, ``copy_``, ``normal_``) makes it data again. An
-operation that stretches every operand passes only when it builds a grid or a mask:
+``linspace``, ``logspace``, ``eye``, or ``tril``/``triu`` of a constant, through calls whose
+tensor inputs were all grids or constants; writing data into it (``grid[i] = x``, ``copy_``,
+``normal_``) makes it data again. A *constant* holds values the program states rather than
+values it reads: ``ones``, ``zeros``, ``full``, and a float tensor of Python numbers
+(``torch.tensor([0.5, 0.25])``, such as ALiBi's per-head slopes). An operation that
+stretches every operand passes only when it builds a grid or a mask:
 
-- its operands are grids and constants only: relative positions ``pos[None, :] - pos[:, None]``,
-  the causal mask ``arange(T)[:, None] >= arange(T)[None, :]``, sinusoidal angles;
+- its operands are grids and constants only, with at least one grid: relative positions
+  ``pos[None, :] - pos[:, None]``, the causal mask ``arange(T)[:, None] >= arange(T)[None, :]``,
+  sinusoidal angles, ALiBi's ``slopes[:, None, None] * distance[None]``;
 - it compares a grid with anything: the padding mask ``arange(T)[None, :] < lengths[:, None]``,
   a one-hot ``labels[:, None] == arange(C)``; or it is integer arithmetic with a grid
   (position ids ``start[:, None] + arange(T)``);
@@ -31,16 +34,19 @@ operation that stretches every operand passes only when it builds a grid or a ma
   padding mask ``(B, 1, S)`` and the pairwise ``m[:, :, None] & m[:, None, :]`` of any mask
   ``m``; two slices of one buffer (``flags[:, 0:1] | flags[:, 1]``) do not.
 
-Everything else is data, constants included. Comparisons and arithmetic between data raise
+Everything else is data, and constants among themselves count as data too. Comparisons and
+arithmetic between data raise
 whatever the dtypes (the accuracy bug ``(pred (N, 1) == y (N,)).float().mean()``), and so do
 ``terminated (N, 1) | truncated (N,)``, float arithmetic with a grid
 (``sin(linspace(...)[:, None]) + noise (N,)``), ``ones(N) * column`` and a ``zeros`` buffer
 once filled. Float masks are data once combined with data: build masks as booleans.
 
 Provenance is followed only while a guard is on, so a grid made before the guard started
-counts as data: ``mark_grid(tensor)`` says what it is. ``BroadcastGuardCallback`` marks its
-module's integer and boolean buffers (a ``register_buffer("positions", arange(T))`` or a
-causal mask from ``__init__``) each time it arms.
+counts as data: ``mark_grid(tensor)`` and ``mark_constant(tensor)`` say what it is.
+``BroadcastGuardCallback`` marks its module's buffers each time it arms: integer and boolean
+ones as grids (a ``register_buffer("positions", arange(T))``, a causal mask from
+``__init__``), float ones as constants (ALiBi's slopes): a module's buffers are its own,
+never a batch's data.
 """
 
 import linecache
@@ -54,7 +60,7 @@ from typing import Any, NamedTuple
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["BroadcastError", "BroadcastGuard", "Stretch", "mark_grid"]
+__all__ = ["BroadcastError", "BroadcastGuard", "Stretch", "mark_constant", "mark_grid"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _HINT = (
@@ -102,7 +108,9 @@ _Operands = tuple[str, ...] | bool
 
 # What a call does to the provenance of tensors (see the module docstring).
 _DERIVES, _MAKES_GRID, _MAKES_CONSTANT, _TRIANGLE, _WRITES, _MAKES_DATA, _COMPARES = range(7)
-_FACTORIES = (_MAKES_GRID, _MAKES_CONSTANT)
+_LITERAL = 7
+_FACTORIES = (_MAKES_GRID, _MAKES_CONSTANT, _LITERAL)
+_LITERALS = {"tensor", "as_tensor", "scalar_tensor"}
 _INDEX_GRIDS = {"arange", "range", "linspace", "logspace", "eye", "tril_indices", "triu_indices"}
 _CONSTANTS = {"ones", "zeros", "full", "ones_like", "zeros_like", "full_like"}
 _CONSTANTS |= {f"new_{name}" for name in ("ones", "zeros", "full")}
@@ -175,6 +183,8 @@ def _role(name: str) -> int:
         return _MAKES_GRID
     if core in _CONSTANTS:
         return _MAKES_CONSTANT
+    if name in _LITERALS:
+        return _LITERAL
     if core in ("tril", "triu"):
         return _TRIANGLE
     if core in _DATA_MAKERS:
@@ -211,6 +221,22 @@ def mark_grid(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def mark_constant(tensor: torch.Tensor) -> torch.Tensor:
+    """Count ``tensor`` as a constant from now on, as if ``full`` had made it under the guard,
+    and return it: for a table of fixed values made before any guard started, such as a
+    module's float buffer. Data written into it later makes it data again."""
+    _remember(tensor, _CONSTANT)
+    return tensor
+
+
+def _numbers(value: object) -> bool:
+    """Whether ``value`` is Python numbers only, nested in lists and tuples: values the
+    program states, not values it read (a NumPy array or a tensor is neither)."""
+    if isinstance(value, tuple | list):
+        return all(map(_numbers, value))
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _tensor_items(result: object) -> list[torch.Tensor]:
     """``result`` if it is a tensor, the tensors of a tuple or list of them (``unbind``,
     ``max(dim=...)``), else nothing: a long ``tolist()`` is not walked."""
@@ -244,7 +270,10 @@ def _track(
     anything is tracked, and for calls whose first argument is tracked already (an entry
     leaves ``_TRACKED`` when its tensor dies, so ``id`` in ``_TRACKED`` means tracked), so
     data-only code pays one lookup."""
-    if role in _FACTORIES:
+    if role == _LITERAL:
+        if isinstance(result, torch.Tensor) and result.is_floating_point() and _numbers(args[:1]):
+            _remember(result, _CONSTANT)
+    elif role in _FACTORIES:
         _remember(result, _GRID if role == _MAKES_GRID else _CONSTANT)
     elif role == _TRIANGLE:
         _remember(result, max(_GRID, _kind(args[0])))

@@ -18,7 +18,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import move_data_to_device
 
-from ..core.broadcast import BroadcastGuard, mark_grid
+from ..core.broadcast import BroadcastGuard, mark_constant, mark_grid
 from ..core.shapes import Float, Int, Scalar, Tensor, typechecked
 
 __all__ = ["BroadcastGuardCallback", "NonFiniteError", "NonFiniteLocator"]
@@ -31,9 +31,9 @@ class BroadcastGuardCallback(Callback):
     The guard is on from ``on_train_epoch_start`` until the ``steps``-th
     ``on_train_batch_end``, so it also sees each batch being fetched (PPO collects its
     rollout there) and any validation run in between. Backward runs in C++ and is not seen.
-    Each time it arms, the module's integer and boolean buffers are marked as index grids
-    (:func:`~.broadcast.mark_grid`): they were made in ``__init__``, before any guard, and
-    position grids and causal masks are what such buffers hold.
+    Each time it arms, the module's buffers, made in ``__init__`` before any guard, are
+    marked: integer and boolean ones as index grids (position grids, causal masks), float
+    ones as constants (ALiBi's slopes), as ``core/broadcast.py`` states.
     """
 
     def __init__(self, steps: int = 50) -> None:
@@ -75,7 +75,9 @@ class BroadcastGuardCallback(Callback):
     def _arm(self, pl_module: L.LightningModule) -> None:
         if self.guarded < self.steps and self._guard is None:
             for buffer in pl_module.buffers():
-                if not (buffer.is_floating_point() or buffer.is_complex()):
+                if buffer.is_floating_point() or buffer.is_complex():
+                    mark_constant(buffer)
+                else:
                     mark_grid(buffer)
             self._guard = BroadcastGuard()
             self._guard.__enter__()

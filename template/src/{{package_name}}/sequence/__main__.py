@@ -55,7 +55,7 @@ class PredictionWriter(Callback):
         self.parts.append(tuple(output.cpu() for output in outputs))
 
     def on_predict_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        data = trainer.datamodule
+        data = getattr(trainer, "datamodule", None)
         if not (trainer.is_global_zero and isinstance(data, SequenceData) and self.parts):
             return
         assert isinstance(pl_module, SequenceClassifier)

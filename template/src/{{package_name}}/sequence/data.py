@@ -88,9 +88,9 @@ def read_sequences(
     if absent:
         known = ", ".join(map(str, frame.columns))
         raise UserError(f"{path}: no column {', '.join(map(repr, absent))}; it has {known}")
-    frame = frame[[*named, *feature_columns]]
-    features = frame[feature_columns].apply(pd.to_numeric, errors="coerce")
-    gaps = features.isna().any(axis=1) | frame[named].isna().any(axis=1)
+    frame = pd.DataFrame(frame.loc[:, [*named, *feature_columns]])
+    features = pd.DataFrame(frame.loc[:, feature_columns].apply(pd.to_numeric, errors="coerce"))
+    gaps = pd.Series(features.isna().any(axis=1) | frame.loc[:, named].isna().any(axis=1))
     if gaps.any():
         row = int(np.flatnonzero(gaps.to_numpy())[0])
         if missing == "error":
@@ -98,18 +98,18 @@ def read_sequences(
                 f"{path}: data row {row + 1} has a missing or non-numeric value "
                 f"({int(gaps.sum())} such rows); --data.missing drop leaves them out"
             )
-        kept = frame[~gaps]
+        kept = frame.loc[~gaps]
         lost = set(frame[sequence].dropna()) - set(kept[sequence])
         if lost:
             raise UserError(
                 f"{path}: sequence {_describe(sorted(lost, key=str)[0])} has no row left "
                 f"after --data.missing drop ({len(lost)} such sequences)"
             )
-        frame, features = kept, features[~gaps]
+        frame, features = kept, features.loc[~gaps]
     groups = frame.groupby(sequence, sort=False)
     if target is not None:
-        labels = groups[target].nunique()
-        mixed = labels[labels > 1]
+        labels = pd.Series(groups[target].nunique())
+        mixed = labels.loc[labels > 1]
         if len(mixed):
             name = mixed.index[0]
             seen = frame.loc[frame[sequence] == name, target].unique()[:2]
@@ -119,14 +119,14 @@ def read_sequences(
                 "per sequence"
             )
     if order is not None:
-        repeated = frame.duplicated([sequence, order])
+        repeated = frame.duplicated(subset=[sequence, order])
         if repeated.any():
-            row = frame[repeated].iloc[0]
+            row = frame.loc[repeated].iloc[0]
             raise UserError(
                 f"{path}: sequence {_describe(row[sequence])} has {order!r} "
                 f"{_describe(row[order])} twice; each step needs its own place"
             )
-        frame = frame.sort_values([sequence, order], kind="stable")
+        frame = frame.sort_values(by=[sequence, order], kind="stable")
         features = features.loc[frame.index]
     values = features.to_numpy(dtype=np.float32)
     names, steps, labels = [], [], []
@@ -189,7 +189,8 @@ class SequenceData(L.LightningDataModule):
         super().__init__()
         if not 0.0 < val_fraction < 1.0:
             raise UserError(f"--data.val_fraction must be in (0, 1), got {val_fraction}")
-        self.sequence, self.order, self.missing = sequence, order, missing
+        self.sequence, self.order = sequence, order
+        self.missing: Missing = missing
         self.batch_size, self.seed = batch_size, seed
         self.predict_csv = None if predict_csv is None else Path(predict_csv)
         if self.predict_csv is not None:
@@ -233,7 +234,8 @@ class SequenceData(L.LightningDataModule):
             self.predict_csv, self.sequence, self.order, None, self.missing, columns
         )
         items = list(zip(self.predicted.steps, range(len(self.predicted.names)), strict=True))
-        return DataLoader(items, batch_size=self.batch_size, collate_fn=collate)
+        # A list is a map-style dataset: items by position.
+        return DataLoader(items, batch_size=self.batch_size, collate_fn=collate)  # pyright: ignore[reportArgumentType]
 
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.val_set, shuffle=False)

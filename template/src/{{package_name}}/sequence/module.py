@@ -87,6 +87,9 @@ class SequenceEncoder(nn.Module):
 
 
 class SequenceClassifier(L.LightningModule):
+    feature_mean: Tensor
+    feature_std: Tensor
+
     def __init__(
         self,
         num_features: int = 12,
@@ -135,7 +138,8 @@ class SequenceClassifier(L.LightningModule):
         self.encoder = SequenceEncoder(
             num_features, len(self.classes), width, heads, layers, dropout
         )
-        self._encode = compiled(self.encoder, backend=compile_backend) if compile else self.encoder
+        # A function, not a module: the encoder's weights are registered once, as encoder.*.
+        self._compiled = compiled(self.encoder, backend=compile_backend) if compile else None
         self.validation: list[Tensor] = []
 
     @typechecked
@@ -145,7 +149,7 @@ class SequenceClassifier(L.LightningModule):
         """Class logits of raw padded features."""
         standard = (features - self.feature_mean) / self.feature_std
         standard = torch.where(rearrange(real, "b t -> b t 1"), standard, 0.0)
-        return self._encode(standard, real)
+        return (self._compiled or self.encoder)(standard, real)
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         features, real, labels = batch
@@ -169,8 +173,10 @@ class SequenceClassifier(L.LightningModule):
         """Means over every validation sequence once: each process's sampler repeats a few
         sequences to even out the shards, and those come last on its shard."""
         local = torch.cat(parts) if parts else torch.zeros(0, 2, device=self.device)
-        size = len(self.trainer.datamodule.val_set) if self.trainer.datamodule else len(local)
+        data = getattr(self.trainer, "datamodule", None)
+        size = len(data.val_set) if data is not None else len(local)
         gathered = self.all_gather(local)
+        assert isinstance(gathered, Tensor)
         if self.trainer.world_size > 1:  # (world, n, 2): sequence i of rank r is r + i * world
             gathered = rearrange(gathered, "world n metric -> (n world) metric")
         return gathered[:size].mean(dim=0)

@@ -26,7 +26,11 @@ SOURCE_ROOT = Path(__file__).resolve().parents[2]  # holds the package: put it o
 PROJECT_ROOT = SOURCE_ROOT.parent
 CONFIGS = PROJECT_ROOT / "configs"
 DOCS = PROJECT_ROOT / "docs"
-EXAMPLES = [name for name in ("regression", "ppo") if importlib.util.find_spec(f"{PACKAGE}.{name}")]
+EXAMPLES = [
+    name
+    for name in ("regression", "ppo", "sequence")
+    if importlib.util.find_spec(f"{PACKAGE}.{name}")
+]
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
 
 

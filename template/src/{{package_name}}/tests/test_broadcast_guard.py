@@ -382,3 +382,59 @@ def test_provenance_is_forgotten_with_the_tensor() -> None:
         tracked = len(broadcast._TRACKED)
         del grids
         assert len(broadcast._TRACKED) <= tracked - 100
+
+
+# Attention patterns of widely used code, as they write them (plain torch indexes with None,
+# which this project's own code does not, so that source is a string here): ALiBi's per-head
+# slopes times a relative-distance grid, rotary embeddings, masks by broadcast comparison.
+PLAIN_TORCH = """
+heads, steps = 4, 6
+start = 2 ** (-8 / heads)
+slopes = torch.tensor([start ** (index + 1) for index in range(heads)])
+positions = torch.arange(steps)
+distance = -(positions[None, :] - positions[:, None]).abs()
+alibi = slopes[:, None, None] * distance[None, :, :]
+from_arange = (2 ** (-8 * torch.arange(1, heads + 1) / heads))[:, None, None] * distance[None]
+inverse = 1.0 / (10000 ** (torch.arange(0, 8, 2) / 8))
+angles = positions[:, None] * inverse[None, :]
+rotary = torch.cat([angles.cos(), angles.cos()], dim=-1)
+rotated = torch.randn(2, heads, steps, 8) * rotary
+lengths = torch.randint(1, steps + 1, (3,))
+padding = positions[None, :] < lengths[:, None]
+causal = positions[:, None] >= positions[None, :]
+keep = padding[:, None, None, :] & causal[None, None, :, :]
+"""
+
+
+def _alibi_slopes(heads: int) -> list[float]:
+    start = 2 ** (-8 / heads)
+    return [start ** (index + 1) for index in range(heads)]
+
+
+def _distance(steps: int) -> Tensor:
+    positions = torch.arange(steps)
+    return -(rearrange(positions, "k -> 1 k") - rearrange(positions, "q -> q 1")).abs()
+
+
+def test_attention_patterns_of_widely_used_code_pass() -> None:
+    with BroadcastGuard():
+        exec(compile(PLAIN_TORCH, "<plain torch>", "exec"), {"torch": torch})
+        slopes = rearrange(torch.tensor(_alibi_slopes(4)), "h -> h 1 1")
+        assert (slopes * rearrange(_distance(T), "q k -> 1 q k")).shape == (4, T, T)
+
+
+def test_a_modules_float_buffer_made_before_the_guard_is_a_constant() -> None:
+    slopes = torch.tensor(_alibi_slopes(4)).mul(1.0)  # made outside the guard: data so far
+    with pytest.raises(BroadcastError), BroadcastGuard():
+        _ = rearrange(slopes, "h -> h 1 1") * rearrange(_distance(T), "q k -> 1 q k")
+    with BroadcastGuard():
+        marked = rearrange(broadcast.mark_constant(slopes), "h -> h 1 1")
+        _ = marked * rearrange(_distance(T), "q k -> 1 q k")
+
+
+def test_literal_constants_excuse_nothing_but_a_grid() -> None:
+    with pytest.raises(BroadcastError), BroadcastGuard():  # the accuracy bug, on literals
+        _ = torch.tensor([[1.0], [0.0], [1.0]]) == torch.tensor([1.0, 0.0, 0.0])
+    with pytest.raises(BroadcastError), BroadcastGuard():  # slopes times data, not a grid
+        slopes = rearrange(torch.tensor(_alibi_slopes(4)), "h -> h 1 1")
+        _ = slopes * torch.randn(1, T, T)

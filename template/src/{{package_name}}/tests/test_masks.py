@@ -1,14 +1,26 @@
 """Masks and attention: one polarity (``keep`` means attend), broadcast axes named ``1``,
 parity with ``nn.MultiheadAttention``, and zeros, not NaN, where nothing is real."""
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lightning as L
 import pytest
 import torch
+import torch.nn.functional as F
 from einops import rearrange
 from jaxtyping import TypeCheckError
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 from ..core import masks
 from ..core.attention import SelfAttention, attend
+from ..core.broadcast import BroadcastGuard
+from ..core.shapes import Float, Tensor, typechecked
+from ..run.guards import NonFiniteError, NonFiniteLocator
+from . import test_behaviour as behaviour
+from .test_conventions import forbidden_reshapes
 
 B, T, WIDTH, HEADS = 3, 5, 8, 2  # pairwise distinct, so no axis can stand in for another
 LENGTHS = torch.tensor([5, 2, 3])
@@ -118,3 +130,167 @@ def test_masked_cross_entropy_counts_real_targets_only() -> None:
     assert float(masks.masked_cross_entropy(logits, target, nothing)) == 0.0
     with pytest.raises(TypeCheckError):  # a (batch,) target for per-step logits
         masks.masked_cross_entropy(logits, target[:, 0], real)
+
+
+# The catalogue's attention rows (docs/shape_bugs.md): each bug planted where the other
+# defences cannot see it, and the defence that catches it. Code that indexes with None or
+# calls .view is a string: the convention test keeps both out of this project's source.
+BUG_6_SPLIT = """
+def forward(self, x, keep=None):
+    batch, time, _ = x.shape
+    query, key, value = self.qkv(x).chunk(3, dim=-1)
+    heads = [part.contiguous().view(batch, self.heads, time, -1) for part in (query, key, value)]
+    attended = attend(*heads, keep)
+    return self.out(attended.transpose(1, 2).flatten(2))
+"""
+
+
+def _planted(source: str) -> Callable[..., torch.Tensor]:
+    namespace: dict[str, Any] = {"attend": attend}
+    exec(compile(source, "<planted bug>", "exec"), namespace)
+    return namespace["forward"]
+
+
+def test_bug_3_the_wrong_triangle_is_caught_by_the_causality_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def upper(queries: int, device: torch.device | None = None) -> torch.Tensor:
+        square = torch.ones(queries, queries, dtype=torch.bool, device=device)
+        return rearrange(torch.triu(square), "q k -> 1 1 q k")
+
+    monkeypatch.setattr(masks, "causal", upper)
+    module, arguments, _ = behaviour._call("core.attention.SelfAttention/causal", "forward")
+    assert behaviour.causality(module, "forward", arguments)
+
+
+def test_bug_6_heads_split_by_view_without_a_transpose(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert forbidden_reshapes(BUG_6_SPLIT)  # the convention test refuses .view in the source
+    planted = _planted(BUG_6_SPLIT)
+    planted.__wrapped__ = SelfAttention.forward.__wrapped__  # pyright: ignore  # its arguments
+    monkeypatch.setattr(SelfAttention, "forward", planted)
+    assert behaviour.pad_invariance("core.attention.SelfAttention", "forward")
+
+
+def test_bug_7_heads_merged_as_dim_head_is_caught_by_the_parity_test(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    merge = "batch time (head dim) -> batch head time dim"
+
+    def swapped(self: SelfAttention, x: torch.Tensor, keep: torch.Tensor | None = None):  # noqa: ANN202
+        query, key, value = (
+            rearrange(part, merge, head=self.heads) for part in self.qkv(x).chunk(3, -1)
+        )
+        attended = attend(query, key, value, keep)
+        return self.out(rearrange(attended, "batch head time dim -> batch time (dim head)"))
+
+    assert _parity_difference() <= 1e-5
+    monkeypatch.setattr(SelfAttention, "forward", swapped)
+    assert _parity_difference() > 1e-3
+
+
+def _parity_difference() -> float:
+    torch.manual_seed(0)
+    ours, theirs = (
+        SelfAttention(WIDTH, HEADS).eval(),
+        nn.MultiheadAttention(WIDTH, HEADS, batch_first=True),
+    )
+    with torch.no_grad():
+        ours.qkv.weight.copy_(theirs.in_proj_weight)
+        ours.qkv.bias.copy_(theirs.in_proj_bias)
+        ours.out.weight.copy_(theirs.out_proj.weight)
+        ours.out.bias.copy_(theirs.out_proj.bias)
+        x = torch.randn(B, T, WIDTH)
+        expected, _ = theirs.eval()(x, x, x, need_weights=False)
+        return float((ours(x) - expected).abs().max())
+
+
+def test_bug_8_patch_order_is_named_by_the_einops_pattern() -> None:
+    images = torch.randn(2, 3, 4, 6)  # batch channel height width; 2 x 2 patches
+    reference = rearrange(F.unfold(images, kernel_size=2, stride=2), "b (c p) n -> b n (c p)", c=3)
+    right = "b c (h p1) (w p2) -> b (h w) (c p1 p2)"
+    wrong = "b c (p1 h) (p2 w) -> b (h w) (c p1 p2)"  # the patch axes taken as the outer ones
+    assert torch.equal(rearrange(images, right, p1=2, p2=2), reference)
+    assert not torch.equal(rearrange(images, wrong, p1=2, p2=2), reference)
+
+
+def test_bug_9_a_time_first_table_is_refused_by_the_annotation_and_missed_by_the_guard() -> None:
+    table = rearrange(torch.randn(T, WIDTH), "time feature -> time 1 feature")  # (T, 1, D)
+    square = torch.randn(T, T, WIDTH)  # batch == time: nothing stretches both operands
+    with BroadcastGuard():
+        _ = square + table  # the guard misses a one-sided stretch
+    with pytest.raises(RuntimeError):  # test sizes that differ make the shapes clash
+        _ = torch.randn(B, T, WIDTH) + table
+
+    @typechecked
+    def positions(steps: int, width: int) -> Float[Tensor, "time feature"]:
+        return rearrange(torch.randn(steps, width), "t f -> t 1 f")
+
+    with pytest.raises(TypeCheckError):  # a typed table is (time, feature), as sinusoids' is
+        positions(T, WIDTH)
+
+
+def test_bug_12_a_loss_over_padded_targets_moves_with_the_padding() -> None:
+    logits, real = torch.randn(B, T, 4), masks.real_steps(LENGTHS, T)
+    target = torch.randint(0, 4, (B, T))
+    junk = torch.where(real, target, (target + 1) % 4)
+    plain = [
+        F.cross_entropy(rearrange(logits, "b t c -> (b t) c"), rearrange(y, "b t -> (b t)"))
+        for y in (target, junk)
+    ]
+    assert not torch.equal(*plain)  # the bug: padded targets count
+    masked = [masks.masked_cross_entropy(logits, y, real) for y in (target, junk)]
+    assert torch.equal(*masked)
+
+
+def test_bug_13_two_axes_of_one_size_hide_a_wrong_axis() -> None:
+    def wrong_axis(values: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        return masks.masked_time_mean(rearrange(values, "b t f -> b f t"), real)
+
+    same = torch.randn(B, T, T)  # feature == time: the wrong axis goes through
+    assert wrong_axis(same, masks.real_steps(LENGTHS, T)).shape == (B, T)
+    with pytest.raises(TypeCheckError):  # pairwise distinct test sizes refuse it
+        wrong_axis(torch.randn(B, T, WIDTH), masks.real_steps(LENGTHS, T))
+
+
+class HandAttention(nn.Module):
+    """A softmax written by hand: a query with every key masked gets NaN, not zeros."""
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        scores = torch.einsum("bqd,bkd->bqk", x, x).masked_fill(~keep, -torch.inf)
+        return torch.einsum("bqk,bkd->bqd", scores.softmax(dim=-1), x)
+
+
+def test_a_fully_masked_row_under_a_hand_written_softmax_is_named_by_the_locator(
+    tmp_path: Path,
+) -> None:
+    class Model(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed, self.attention, self.head = (
+                nn.Linear(3, 4),
+                HandAttention(),
+                nn.Linear(4, 1),
+            )
+
+        def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int):  # noqa: ANN201
+            x, real = batch
+            keep = rearrange(real, "b k -> b 1 k")
+            return self.head(self.attention(self.embed(x), keep)).mean()
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    lengths = torch.tensor([4, 0, 2, 3])  # the second sequence has no real step
+    data = TensorDataset(torch.randn(4, 4, 3), masks.real_steps(lengths, 4))
+    trainer = L.Trainer(
+        default_root_dir=tmp_path,
+        max_epochs=1,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        callbacks=[NonFiniteLocator()],
+    )
+    with pytest.raises(NonFiniteError, match="attention"):
+        trainer.fit(Model(), DataLoader(data, batch_size=4))

@@ -28,7 +28,15 @@ TINY = {
         *("--model.update_epochs=1", "--model.eval_episodes=1", "--model.hidden_sizes=[8]"),
     ],
 }
-MODEL = {"regression": "RegressionModule", "ppo": "PPOModule"}
+TINY["sequence"] = ["--trainer.max_epochs=2", "--model.width=8", "--model.heads=2"]
+TINY["sequence"] += ["--model.layers=1", "--data.batch_size=64"]
+MODEL = {"regression": "RegressionModule", "ppo": "PPOModule", "sequence": "SequenceClassifier"}
+SIZE = {"regression": "hidden_sizes", "ppo": "hidden_sizes", "sequence": "width"}
+"""The option that sets each example's network size: ``[8]`` in TINY, ``8`` for a width."""
+
+
+def _size(example: str, width: int) -> str:
+    return str(width) if SIZE[example] == "width" else f"[{width}]"
 
 
 def _args(example: str, root: Path, *extra: str) -> list[str]:
@@ -162,7 +170,7 @@ def test_checkpoint_of_the_other_example_is_refused(
     ckpt_path = foreign if form == "named" else "last"
     line = _refusal(capsys, example, _args(example, root, f"--ckpt_path={ckpt_path}"))
     assert line.startswith(f"error: {foreign}: not a checkpoint of {MODEL[example]}: ")
-    theirs = {"regression": "net.*", "ppo": "agent.*"}[other]
+    theirs = {"regression": "net.*", "ppo": "agent.*", "sequence": "encoder.*"}[other]
     expected = f"it holds {theirs} weights" if form == "last" else "its hyperparameters "
     assert expected in line
 
@@ -174,11 +182,11 @@ def test_checkpoint_of_another_network_size_is_refused(
 ) -> None:
     root = shutil.copytree(finished[example], tmp_path / "run")
     last = root / "checkpoints" / "last.ckpt"
-    args = _args(example, root, "--ckpt_path=last", "--model.hidden_sizes=[16]")
+    args = _args(example, root, "--ckpt_path=last", f"--model.{SIZE[example]}={_size(example, 16)}")
     line = _refusal(capsys, example, args)
     assert line.startswith(
         f"error: {last}: written for another {MODEL[example]}: "
-        "hidden_sizes=[8] in the file, [16] here ("
+        f"{SIZE[example]}={_size(example, 8)} in the file, {_size(example, 16)} here ("
     )
 
 
@@ -191,9 +199,10 @@ def test_named_checkpoint_of_another_size_builds_the_model_to_fit_it(
     model is built at the file's size and the run resumes; only ``last`` and SLURM's
     ``hpc_ckpt`` are looked up after the model is built, and are checked against it."""
     named = finished[example] / "checkpoints" / "last.ckpt"
-    args = _args(example, tmp_path / "run", f"--ckpt_path={named}", "--model.hidden_sizes=[16]")
+    bigger = f"--model.{SIZE[example]}={_size(example, 16)}"
+    args = _args(example, tmp_path / "run", f"--ckpt_path={named}", bigger)
     cli = example_main(example)(args)
-    assert cli.model.hparams["hidden_sizes"] == [8]  # type: ignore[attr-defined]
+    assert str(cli.model.hparams[SIZE[example]]).replace(" ", "") == _size(example, 8)  # type: ignore[attr-defined]
     assert cli.trainer.ckpt_path == str(named)  # type: ignore[attr-defined]
 
 
@@ -225,7 +234,7 @@ def test_crash_while_writing_a_checkpoint_leaves_the_previous_last_ckpt(
     trains in place: Lightning writes ``last-v1.ckpt`` beside a ``last.ckpt`` it did not
     write, as in a copied run folder."""
     root = tmp_path / "run"
-    stop_early = {"regression": [], "ppo": ["--trainer.max_steps=2"]}[example]  # 2 of 3 rollouts
+    stop_early = ["--trainer.max_steps=2"] if example == "ppo" else []  # 2 of 3 rollouts
     example_main(example)(_args(example, root, *stop_early))
     last = root / "checkpoints" / "last.ckpt"
     before = torch.load(last, weights_only=False)
@@ -241,7 +250,7 @@ def test_crash_while_writing_a_checkpoint_leaves_the_previous_last_ckpt(
             raise SimulatedCrash
 
     monkeypatch.setattr(torch, "save", half_then_crash)
-    more = ["--trainer.max_epochs=4"] if example == "regression" else []
+    more = ["--trainer.max_epochs=4"] if example != "ppo" else []
     with pytest.raises(SimulatedCrash):
         example_main(example)(_args(example, root, "--ckpt_path=last", *more))
     monkeypatch.undo()

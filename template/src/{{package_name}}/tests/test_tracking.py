@@ -20,8 +20,13 @@ METRICS = {
         *("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"),
         *("learning_rate", "episodic_return", "episodic_length", "sps", "eval_return"),
     },
+    "sequence": {"train_loss", "val_loss", "val_accuracy"},
 }
-HYPERPARAMETERS = {"learning_rate", "hidden_sizes"}  # two of each module's arguments
+HYPERPARAMETERS = {  # two of each module's arguments
+    "regression": {"learning_rate", "hidden_sizes"},
+    "ppo": {"learning_rate", "hidden_sizes"},
+    "sequence": {"learning_rate", "width"},
+}
 TINY = {
     "regression": ["--data.synthetic_samples=256", "--data.batch_size=64"],
     "ppo": [
@@ -30,7 +35,9 @@ TINY = {
         *("--model.eval_episodes=1", "--model.hidden_sizes=[8]"),
     ],
 }
+TINY["sequence"] = ["--model.width=8", "--model.heads=2", "--model.layers=1"]
 SHORT = {"regression": "--trainer.max_epochs=1", "ppo": "--trainer.max_steps=2"}
+SHORT["sequence"] = "--trainer.max_epochs=1"
 """Stops before the budget's end, so that a resumed fit has steps left to take."""
 
 
@@ -60,12 +67,12 @@ def _yaml_keys(path: Path) -> set[str]:
 
 
 @pytest.mark.cli
+@pytest.mark.parametrize("example", EXAMPLES)
 def test_tensorboard_and_csv_receive_the_metrics_and_hyperparameters(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, example: str
 ) -> None:
     monkeypatch.chdir(tmp_path)  # where a logger that ignored the root would write
     root = tmp_path / "run"
-    example = EXAMPLES[-1]  # PPO where there is one: it logs from its own training_step
     fit(example, root, *TINY[example], SHORT[example], *added(["csv"]))
     assert_received(example, {"tensorboard": tensorboard(root), "csv": csv_logged(root)})
     assert [path.name for path in tmp_path.iterdir()] == ["run"]
@@ -79,4 +86,5 @@ def assert_received(example: str, received: dict[str, tuple[set[str], set[str]]]
     """Every logger got every metric of the example and the hyperparameters."""
     for name, (metrics, hyperparameters) in received.items():
         assert metrics >= METRICS[example], f"{name} lacks {METRICS[example] - metrics}"
-        assert hyperparameters >= HYPERPARAMETERS, f"{name} lacks {HYPERPARAMETERS}"
+        expected = HYPERPARAMETERS[example]
+        assert hyperparameters >= expected, f"{name} lacks {expected - hyperparameters}"

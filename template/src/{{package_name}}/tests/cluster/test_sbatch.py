@@ -14,7 +14,7 @@ from ..test_run_files import EXAMPLES, load_yaml, printed_config
 from .allocation import SLURM
 
 SBATCH = SLURM / "train.sbatch"
-MISSING = [name for name in ("regression", "ppo") if name not in EXAMPLES]
+MISSING = [name for name in ("regression", "ppo", "sequence") if name not in EXAMPLES]
 
 
 @pytest.mark.slow

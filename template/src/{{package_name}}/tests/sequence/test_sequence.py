@@ -13,11 +13,15 @@ import pytest
 import torch
 from einops import rearrange
 from jaxtyping import TypeCheckError
+from torch import nn
 
+from ...core import attention as attention_module
 from ...core import masks
 from ...sequence import SequenceClassifier, SequenceData
+from ...sequence import module as sequence_module
 from ...sequence.__main__ import main
 from ...sequence.data import pad
+from .. import test_behaviour as behaviour
 from ..project import CONFIGS, PACKAGE, child_environment, fit_summary, refusal
 
 CONFIG = CONFIGS / "sequence.yaml"
@@ -118,6 +122,23 @@ def test_a_long_table_fits_and_predict_writes_one_row_per_sequence(tmp_path: Pat
     assert predictions["confidence"].between(0.5, 1.0).all()
 
 
+@pytest.mark.cli
+def test_every_logger_gets_the_metrics_and_ckpt_path_last_resumes(tmp_path: Path) -> None:
+    root = tmp_path / "run"
+    csv_logger = f"--trainer.logger+={CONFIGS / 'logger' / 'csv.yaml'}"
+    _fit(root, *TINY, csv_logger)
+    (metrics,) = root.rglob("metrics.csv")
+    assert {"val_accuracy", "val_loss", "train_loss"} <= set(pd.read_csv(metrics).columns)
+    assert list(root.rglob("events.out.tfevents.*"))  # TensorBoard, the config's logger
+    main(
+        ["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={root}", *QUIET]
+        + [*TINY, "--trainer.max_epochs=3", "--ckpt_path=last"]
+    )
+    latest = max(root.rglob("summary.json"), key=lambda path: path.stat().st_mtime)
+    resumed = json.loads(latest.read_text())
+    assert resumed["epochs"] == 3 and resumed["resumed_from"].endswith("last.ckpt")
+
+
 # row: (the table's data rows, extra flags, the pattern of the error line)
 REFUSALS = {
     "label_varies": (
@@ -192,3 +213,57 @@ def test_ddp_val_accuracy_matches_one_process(tmp_path: Path) -> None:
     summary = json.loads(path.read_text())
     print(f"\nval_accuracy: one process {single['val_accuracy']}, DDP {summary['val_accuracy']}")
     assert abs(summary["val_accuracy"] - single["val_accuracy"]) <= 1e-3
+
+
+class TimeFirstAttention(nn.Module):
+    """Bug 10: ``nn.MultiheadAttention`` left at ``batch_first=False``, fed batch-first."""
+
+    def __init__(self, width: int, heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.attention = nn.MultiheadAttention(width, heads, dropout=dropout)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        return self.attention(x, x, x, need_weights=False)[0]
+
+
+def _softmax_over_queries(query, key, value, keep=None, dropout=0.0):
+    """Bug 5: attention weights normalised over the queries instead of the keys."""
+    assert keep is not None
+    scores = torch.einsum("bhqd,bhkd->bhqk", query, key) / query.shape[-1] ** 0.5
+    weights = scores.masked_fill(~keep, -torch.inf).softmax(dim=-2)
+    return torch.einsum("bhqk,bhkd->bhqd", weights, value)
+
+
+# bug: (what to replace, how), for the planted-bug test below
+PLANTED = {
+    "1_padding_on_the_query_axis": (
+        (sequence_module.masks, "key_padding"),
+        lambda real: rearrange(real, "b t -> b 1 t 1"),
+    ),
+    "2_true_means_ignore": (
+        (sequence_module.masks, "key_padding"),
+        lambda real: rearrange(~real, "b t -> b 1 1 t"),
+    ),
+    "5_softmax_over_queries": ((attention_module, "attend"), _softmax_over_queries),
+    "10_batch_first_false": ((sequence_module, "SelfAttention"), TimeFirstAttention),
+    "11_mean_over_padding": (
+        (sequence_module.masks, "masked_time_mean"),
+        lambda values, real: values.mean(dim=1),
+    ),
+}
+CLASSIFIER = "sequence.module.SequenceClassifier"
+
+
+@pytest.mark.parametrize("bug", PLANTED)
+def test_a_planted_attention_bug_fails_the_suite(monkeypatch: pytest.MonkeyPatch, bug: str) -> None:
+    """Each bug trains without an error; here an annotation refuses it, or the behavioural
+    checks of ``test_behaviour.py`` report it."""
+    (owner, name), replacement = PLANTED[bug]
+    monkeypatch.setattr(owner, name, replacement)
+    try:
+        module, arguments, _ = behaviour._call(CLASSIFIER, "forward")
+    except TypeCheckError:
+        return  # caught by an annotation
+    failures = behaviour.batch_independence(module, "forward", arguments)
+    failures += behaviour.pad_invariance(CLASSIFIER, "forward")
+    assert failures, f"{bug} went unnoticed"

@@ -1,0 +1,242 @@
+"""What shapes cannot show, read off each typed module's axis names.
+
+- **batch independence**: where an input and the output share ``batch``, changing sample
+  ``j`` changes no other sample's output;
+- **pad invariance**: where a module takes a mask (a bool with a time axis, True at real
+  steps), changing the features at masked steps, or appending padding, changes no real
+  output;
+- **causality**: for a module built causal, changing step ``t`` changes nothing before it.
+
+Every typed method of an ``nn.Module`` is found by ``annotation_cases.discover`` and runs
+here, in float64 and eval mode, to 1e-6. A module is built by its one-line factory in
+``FACTORIES``; one without a factory fails, unless ``OPT_OUT`` states why it may not
+apply. Axis sizes are pairwise distinct (``SIZES``), so that no axis stands in for another.
+"""
+
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from einops import rearrange
+from torch import nn
+
+from ..core.attention import SelfAttention
+from ..core.nets import MLP, ScalarMLP
+from .annotation_cases import PACKAGE, available_modules, discover, members
+from .annotation_reading import axes, is_array
+
+SIZES = {"batch": 5, "time": 7, "feature": 6, "action": 2}
+LENGTHS = torch.tensor([7, 3, 5, 1, 6])  # each sequence's real steps; one is never padded
+TOLERANCE = 1e-6
+
+
+def _made(module: str, name: str, *args: Any, **kwargs: Any) -> nn.Module:
+    """``name`` from this package's ``module``, built: an example's class, imported by name
+    so that a project without that example still has this file."""
+    return getattr(importlib.import_module(f"{PACKAGE}.{module}"), name)(*args, **kwargs)
+
+
+def _space(name: str, *args: Any) -> Any:
+    return getattr(importlib.import_module("gymnasium.spaces"), name)(*args)
+
+
+FACTORIES: dict[str, Callable[[], nn.Module]] = {
+    "core.nets.MLP": lambda: MLP(6, 4, (8,), "tanh"),
+    "core.nets.ScalarMLP": lambda: ScalarMLP(6, (8,), "tanh"),
+    "core.attention.SelfAttention": lambda: SelfAttention(6, 2),
+    "core.attention.SelfAttention/causal": lambda: SelfAttention(6, 2, causal=True),
+    "regression.module.RegressionModule": lambda: _made(
+        "regression.module", "RegressionModule", 6, (8,)
+    ),
+    "ppo.agent.ActorCritic": lambda: _made(
+        "ppo.agent", "ActorCritic", 6, _space("Discrete", 2), (8,)
+    ),
+    "ppo.agent.ActorCritic/box": lambda: _made(
+        "ppo.agent", "ActorCritic", 6, _space("Box", -1.0, 1.0, (2,)), (8,)
+    ),
+    "sequence.module.EncoderBlock": lambda: _made("sequence.module", "EncoderBlock", 6, 2),
+    "sequence.module.SequenceEncoder": lambda: _made(
+        "sequence.module", "SequenceEncoder", 6, 4, 8, 2, 1
+    ),
+    "sequence.module.SequenceClassifier": lambda: _made(
+        "sequence.module", "SequenceClassifier", 6, ["a", "b", "c", "d"], width=8, heads=2, layers=1
+    ),
+}
+"""One line per typed module, at ``SIZES``; a module may have several (``/causal``)."""
+OPT_OUT: dict[str, str] = {}
+"""``module.Class`` -> why batch independence and the rest cannot apply to it."""
+METHODS: dict[str, list[str]] = {}
+for _target in discover(available_modules()):
+    _owner = _target.owner
+    if isinstance(_owner, type) and issubclass(_owner, nn.Module):
+        _class = f"{_owner.__module__.partition('.')[2]}.{_owner.__qualname__}"
+        METHODS.setdefault(_class, []).append(_target.function.__name__)
+CASES = [
+    (built, method)
+    for name, methods in METHODS.items()
+    if name not in OPT_OUT
+    for built in [key for key in FACTORIES if key.partition("/")[0] == name] or [name]
+    for method in methods
+]
+
+
+def _shape(hint: Any, steps: int) -> tuple[list[str], tuple[int, ...]]:
+    """Axis names and sizes of a valid tensor for ``hint``: ``#`` axes at full size, except
+    a broadcast query or time axis of a mask, which stays 1."""
+    names, sizes = [], []
+    for kind, value in axes(hint):
+        if kind == "fixed":
+            names.append(str(value))
+            sizes.append(value)
+        else:
+            names.append(value)
+            sizes.append(steps if value in ("time", "key") else SIZES.get(value, 3))
+    return names, tuple(sizes)
+
+
+def _mask(names: list[str], steps: int) -> torch.Tensor:
+    """True at the real steps of each sequence, on the last axis; 1 on the axes between."""
+    real = rearrange(torch.arange(steps), "t -> 1 t") < rearrange(LENGTHS, "b -> b 1")
+    return rearrange(real, "b t -> b " + "1 " * (len(names) - 2) + "t")
+
+
+def _arguments(function: Callable[..., Any], steps: int, member: int) -> dict[str, Any]:
+    """Valid arguments from the annotations: float64 noise, masks of ``LENGTHS`` real steps,
+    ints below the ``action`` size; ``member`` picks among a union's array types."""
+    generator = torch.Generator().manual_seed(0)
+    built: dict[str, Any] = {}
+    for name, parameter in inspect.signature(function).parameters.items():
+        arrays = [hint for hint in members(parameter.annotation) if is_array(hint)]
+        if name == "self" or not arrays:
+            continue
+        hint = arrays[min(member, len(arrays) - 1)]
+        names, shape = _shape(hint, steps)
+        if "bool" in hint.dtypes:
+            built[name] = _mask(names, steps)
+        elif any(dtype.startswith("int") for dtype in hint.dtypes):
+            built[name] = torch.randint(0, SIZES["action"], shape, generator=generator)
+        else:
+            built[name] = torch.randn(shape, generator=generator, dtype=torch.float64)
+    return built
+
+
+def _outputs(module: nn.Module, method: str, arguments: dict[str, Any]) -> list[torch.Tensor]:
+    torch.manual_seed(0)  # a sampling method draws the same noise for every call
+    with torch.no_grad():
+        result = getattr(module, method)(**arguments)
+    return list(result) if isinstance(result, tuple) else [result]
+
+
+def _call(built: str, method: str, steps: int = SIZES["time"]) -> tuple[nn.Module, dict, list]:
+    """The module built, arguments that fit the first union member that runs, and outputs."""
+    if built not in FACTORIES:
+        pytest.fail(f"{built} has typed methods but no factory in FACTORIES (or OPT_OUT)")
+    module = FACTORIES[built]().double().eval()
+    function = getattr(type(module), method).__wrapped__
+    errors = []
+    for member in range(3):
+        arguments = _arguments(function, steps, member)
+        try:
+            return module, arguments, _outputs(module, method, arguments)
+        except (TypeError, RuntimeError, ValueError) as error:  # another union member
+            errors.append(error)
+    raise errors[0]
+
+
+def batch_independence(module: nn.Module, method: str, arguments: dict[str, Any]) -> list[str]:
+    """Each output row but the last, after the last sample of every float input changed."""
+    before = _outputs(module, method, arguments)
+    changed = {name: value.clone() for name, value in arguments.items()}
+    for value in changed.values():
+        if value.is_floating_point():
+            value[-1] += 1.0
+    after = _outputs(module, method, changed)
+    return [
+        f"output {index}: the last sample moved another's by {difference:.2e}"
+        for index, (old, new) in enumerate(zip(before, after, strict=True))
+        if not (difference := float((old[:-1] - new[:-1]).abs().max())) <= TOLERANCE  # NaN too
+    ]
+
+
+def _at_real(output: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """The output at real steps where it has a time axis after batch, else all of it."""
+    steps = real.shape[1]
+    if output.ndim >= 2 and output.shape[1] in (steps, steps + 2):
+        return output[:, :steps][real]
+    return output
+
+
+def _is_steps(value: torch.Tensor, steps: int) -> bool:
+    return value.is_floating_point() and value.ndim == 3 and value.shape[1] == steps
+
+
+def pad_invariance(built: str, method: str) -> list[str]:
+    """Real outputs, after the features at padded steps changed and after two more padded
+    steps were appended."""
+    module, arguments, before = _call(built, method)
+    masks = [value for value in arguments.values() if value.dtype == torch.bool]
+    if not masks:
+        return []
+    steps = SIZES["time"]
+    real = rearrange(masks[0], "b ... t -> b (...) t")[:, 0]
+    padded = rearrange(~real, "b t -> b t 1")
+    noisy = {
+        name: torch.where(padded, value + 10.0, value) if _is_steps(value, steps) else value
+        for name, value in arguments.items()
+    }
+    longer = _arguments(getattr(type(module), method).__wrapped__, steps + 2, 0)
+    for name, value in arguments.items():  # the same steps, then two more of padding
+        if _is_steps(value, steps):
+            longer[name][:, :steps] = value
+    failures = []
+    for label, changed in (("padded features", noisy), ("appended padding", longer)):
+        after = _outputs(module, method, changed)
+        for index, (old, new) in enumerate(zip(before, after, strict=True)):
+            difference = float((_at_real(old, real) - _at_real(new, real)).abs().max())
+            if not difference <= TOLERANCE:  # NaN too
+                failures.append(f"{label} moved real output {index} by {difference:.2e}")
+    return failures
+
+
+def causality(module: nn.Module, method: str, arguments: dict[str, Any]) -> list[str]:
+    """Outputs before step ``t`` after step ``t`` of every sequence input changed."""
+    t = SIZES["time"] // 2
+    changed = {name: value.clone() for name, value in arguments.items()}
+    for value in changed.values():
+        if value.is_floating_point() and value.ndim == 3:
+            value[:, t] += 1.0
+    before, after = _outputs(module, method, arguments), _outputs(module, method, changed)
+    return [
+        f"output {index}: step {t} reached step {t - 1} or before"
+        for index, (old, new) in enumerate(zip(before, after, strict=True))
+        if not float((old[:, :t] - new[:, :t]).abs().max()) <= TOLERANCE
+    ]
+
+
+@pytest.mark.parametrize(("built", "method"), CASES)
+def test_no_sample_reads_another(built: str, method: str) -> None:
+    module, arguments, _ = _call(built, method)
+    assert not batch_independence(module, method, arguments)
+
+
+@pytest.mark.parametrize(("built", "method"), CASES)
+def test_padding_changes_no_real_output(built: str, method: str) -> None:
+    assert not pad_invariance(built, method)
+
+
+@pytest.mark.parametrize(("built", "method"), [case for case in CASES if "causal" in case[0]])
+def test_a_causal_module_hides_the_future(built: str, method: str) -> None:
+    module, arguments, _ = _call(built, method)
+    assert getattr(module, "causal", False)
+    assert not causality(module, method, arguments)
+
+
+def test_the_required_modules_are_all_checked() -> None:
+    required = {"core.nets.ScalarMLP", "regression.module.RegressionModule"}
+    required |= {"ppo.agent.ActorCritic", "sequence.module.SequenceClassifier"}
+    checked = {built.partition("/")[0] for built, _ in CASES}
+    assert required & set(METHODS) <= checked
+    assert not required & set(OPT_OUT)
