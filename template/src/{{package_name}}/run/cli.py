@@ -149,6 +149,35 @@ def checkpoint_dir(default_root_dir: str | Path | None) -> str:
     return str(Path(default_root_dir or Path.cwd()) / "checkpoints")
 
 
+def add_checkpoints(parser: LightningArgumentParser) -> None:
+    """``ModelCheckpoint`` as ``--checkpoint.*``: the best epoch by ``val_loss`` and the last,
+    in :func:`checkpoint_dir`, where ``--ckpt_path last`` looks."""
+    parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+    parser.set_defaults(
+        {
+            "checkpoint.monitor": "val_loss",
+            "checkpoint.filename": "best-{epoch}-{val_loss:.4f}",
+            "checkpoint.save_last": True,
+        }
+    )
+    parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
+
+
+def check_predict(subcommand: str, ckpt_path: object, predict_file: object, what: str) -> None:
+    """Refuse a predict that could not use the checkpoint, or a predict file elsewhere."""
+    if subcommand != "predict":
+        if predict_file is not None:
+            raise UserError(f"--data.predict_csv is read by predict only, not by {subcommand}")
+        return
+    if ckpt_path is None or not Path(str(ckpt_path)).is_file():
+        raise UserError(
+            "predict builds the model from --ckpt_path FILE, the checkpoint of a fit run"
+            + (f"; {ckpt_path} is not a file" if ckpt_path else "")
+        )
+    if predict_file is None:
+        raise UserError(f"predict reads --data.predict_csv FILE: name the {what} to predict")
+
+
 @contextmanager
 def processes_released() -> Iterator[None]:
     """Destroy the process group that a DDP run leaves behind. A process that exits with a

@@ -16,17 +16,18 @@ from typing import Any
 import lightning as L
 import pandas as pd
 import torch
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.cli import LightningArgumentParser
 
 from ..run.cli import (
     ExampleCLI,
     OneLineErrorParser,
-    checkpoint_dir,
+    add_checkpoints,
+    check_predict,
     processes_released,
     quiet_third_parties,
 )
-from ..run.errors import UserError, user_errors
+from ..run.errors import user_errors
 from ..run.guards import BroadcastGuardCallback, NonFiniteLocator
 from ..run.summary import RunSummary
 from ..run.tracking import link_logs_to_run_root
@@ -80,38 +81,14 @@ class SequenceCLI(ExampleCLI):
         if getattr(parser, "links_from_data", True):  # predict's parser has none
             for name in FROM_DATA:
                 parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
-        parser.set_defaults(
-            {
-                "checkpoint.monitor": "val_loss",
-                "checkpoint.filename": "best-{epoch}-{val_loss:.4f}",
-                "checkpoint.save_last": True,
-            }
-        )
-        parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
+        add_checkpoints(parser)
         link_logs_to_run_root(parser)
 
     def before_instantiate_classes(self) -> None:
         """Refuse a predict that could not use the checkpoint, or a predict table elsewhere."""
         super().before_instantiate_classes()
-        config = self.config[self.subcommand] if self.subcommand else None
-        if config is None:
-            return
-        predict_csv = config.data.predict_csv
-        if self.subcommand != "predict":
-            if predict_csv is not None:
-                raise UserError(
-                    f"--data.predict_csv is read by predict only, not by {self.subcommand}"
-                )
-            return
-        ckpt_path = config.ckpt_path
-        if ckpt_path is None or not Path(str(ckpt_path)).is_file():
-            raise UserError(
-                "predict builds the model from --ckpt_path FILE, the checkpoint of a fit run"
-                + (f"; {ckpt_path} is not a file" if ckpt_path else "")
-            )
-        if predict_csv is None:
-            raise UserError("predict reads --data.predict_csv FILE: name the table to predict")
+        config = self.config[str(self.subcommand)]
+        check_predict(str(self.subcommand), config.ckpt_path, config.data.predict_csv, "table")
 
 
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> SequenceCLI:

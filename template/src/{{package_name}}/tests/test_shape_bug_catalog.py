@@ -22,6 +22,7 @@ N, T = 6, 4
 TESTS = Path(__file__).resolve().parent
 PAGE = DOCS / "shape_bugs.md"
 SHORT_NAMES = {"catalog": "test_shape_bug_catalog.py", "guard": "test_broadcast_guard.py"}
+SHORT_NAMES |= {"masks": "test_masks.py"}
 
 
 def _surrogate(log_ratio, advantages):
