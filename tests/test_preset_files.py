@@ -303,7 +303,7 @@ def test_update_turning_ppo_off_removes_its_files(template_snapshot: Path, tmp_p
 
     _update(project, {"include_ppo": False})
 
-    _assert_files(project, EXPECTED["regression"])
+    _assert_files(project, expected({"include_ppo": False}))
     assert "include_ppo: false" in (project / ".copier-answers.yml").read_text()
 
 
@@ -312,5 +312,5 @@ def test_update_turning_ppo_on_adds_its_files(template_snapshot: Path, tmp_path:
 
     _update(project, {"include_ppo": True})
 
-    _assert_files(project, EXPECTED["default"])
+    _assert_files(project, expected({"include_sequence": False}))
     assert "include_ppo: true" in (project / ".copier-answers.yml").read_text()

@@ -71,7 +71,9 @@ def test_project_suite_passes(project: Path) -> None:
     every = all(f"{feature}: true" in answers for feature in FEATURES)
     selected = [] if every else ["-m", QUICK]
     done = _run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *selected], project
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *selected],
+        project,
+        timeout=900,
     )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
 

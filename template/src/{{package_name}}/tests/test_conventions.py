@@ -5,20 +5,16 @@ No reshape but einops: every file under ``src/`` is parsed (the syntax tree, not
 functions) and ``None``-indexing such as ``x[:, None]``. Annotations are skipped, and so
 are subscripts of capitalised names and builtin generics: ``Iterator[None]`` is no tensor.
 
-A quiet start: the command lines hide only third-party notices a user cannot act on, only
-while they run; importing the package installs no filter.
+A quiet start: importing the package installs no filter (what the command lines hide while
+they run is tested in ``test_run_files.py``).
 """
 
 import ast
-import logging
 import subprocess
 import sys
-import warnings
 
-import lightning as L
 import pytest
 
-from ..run.cli import _TIP_SOURCES, quiet_third_parties
 from .project import PACKAGE, SOURCE_ROOT, child_environment
 
 FORBIDDEN_CALLS = {"view", "view_as", "reshape", "reshape_as", "squeeze", "unsqueeze", "flatten"}
@@ -103,50 +99,7 @@ def test_source_tree_has_no_forbidden_reshapes() -> None:
     assert not found, "\n".join(found)
 
 
-HIDDEN = [
-    (
-        UserWarning,
-        "Starting from v1.9.0, `tensorboardX` has been removed as a dependency of the"
-        " `lightning.pytorch` package, due to potential conflicts with other packages",
-    ),
-    (
-        FutureWarning,
-        "`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)"
-        " and treespec.is_leaf()` instead.",
-    ),
-]
-SHOWN = [
-    (UserWarning, "The number of training batches (2) is smaller than the logging interval"),
-    (DeprecationWarning, "`isinstance(treespec, LeafSpec)` is deprecated"),  # another category
-    (UserWarning, "`tensorboardX` is mentioned, but this is another notice"),
-]
-
-
-def test_only_the_listed_warnings_are_hidden() -> None:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with quiet_third_parties():
-            for category, message in HIDDEN + SHOWN:
-                warnings.warn(message, category, stacklevel=1)
-        for category, message in HIDDEN:  # shown again once the context is closed
-            warnings.warn(message, category, stacklevel=1)
-    assert [(w.category, str(w.message)) for w in caught] == SHOWN + HIDDEN
-
-
-def test_a_trainer_logs_its_records_but_not_the_cloud_tip(caplog: pytest.LogCaptureFixture) -> None:
-    # Lightning's logger reaches the root only if the root had a handler when it was imported.
-    lightning_log = logging.getLogger("lightning.pytorch")
-    lightning_log.addHandler(caplog.handler)
-    try:
-        with quiet_third_parties():
-            L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False)
-    finally:
-        lightning_log.removeHandler(caplog.handler)
-    assert any(message.startswith("GPU available") for message in caplog.messages)
-    assert not [message for message in caplog.messages if "Tip" in message], caplog.messages
-    assert not any(logging.getLogger(name).filters for name in _TIP_SOURCES)
-
-
+# Importing the package installs no warning or logging filter of its own.
 IMPORT_EVERY_MODULE = f"""
 import importlib, logging, pkgutil, warnings
 

@@ -6,15 +6,19 @@ Each example trains once, tiny, in this process (module fixture); the cases brea
 of its files. One case per example runs the real command line, for the exit status.
 """
 
+import logging
 import shutil
+import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
 import yaml
 
+from ..run.cli import _TIP_SOURCES, quiet_third_parties
 from ..run.errors import UserError, user_errors
 from .project import CONFIGS, EXAMPLES, QUIET, example_main, refusal, refused_line, run_example
 
@@ -331,3 +335,48 @@ def test_preset_sets_the_trainer_and_keeps_the_example(
     assert printed["trainer"]["max_epochs"] == example_config["trainer"]["max_epochs"]
     for key, value in example_config["model"].items():
         assert printed["model"][key] == value, key
+
+
+# The command lines hide only third-party notices a user cannot act on, only while they run.
+HIDDEN = [
+    (
+        UserWarning,
+        "Starting from v1.9.0, `tensorboardX` has been removed as a dependency of the"
+        " `lightning.pytorch` package, due to potential conflicts with other packages",
+    ),
+    (
+        FutureWarning,
+        "`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)"
+        " and treespec.is_leaf()` instead.",
+    ),
+]
+SHOWN = [
+    (UserWarning, "The number of training batches (2) is smaller than the logging interval"),
+    (DeprecationWarning, "`isinstance(treespec, LeafSpec)` is deprecated"),  # another category
+    (UserWarning, "`tensorboardX` is mentioned, but this is another notice"),
+]
+
+
+def test_only_the_listed_warnings_are_hidden() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with quiet_third_parties():
+            for category, message in HIDDEN + SHOWN:
+                warnings.warn(message, category, stacklevel=1)
+        for category, message in HIDDEN:  # shown again once the context is closed
+            warnings.warn(message, category, stacklevel=1)
+    assert [(w.category, str(w.message)) for w in caught] == SHOWN + HIDDEN
+
+
+def test_a_trainer_logs_its_records_but_not_the_cloud_tip(caplog: pytest.LogCaptureFixture) -> None:
+    # Lightning's logger reaches the root only if the root had a handler when it was imported.
+    lightning_log = logging.getLogger("lightning.pytorch")
+    lightning_log.addHandler(caplog.handler)
+    try:
+        with quiet_third_parties():
+            L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False)
+    finally:
+        lightning_log.removeHandler(caplog.handler)
+    assert any(message.startswith("GPU available") for message in caplog.messages)
+    assert not [message for message in caplog.messages if "Tip" in message], caplog.messages
+    assert not any(logging.getLogger(name).filters for name in _TIP_SOURCES)
