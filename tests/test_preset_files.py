@@ -158,7 +158,7 @@ FEATURES: dict[str, tuple[list[str], dict[str, list[str]]]] = {
                 f"{TESTS}/sweep/test_regression_sweep.py",
             ],
             "ppo": ["configs/sweep/ppo.yaml", f"{TESTS}/sweep/test_ppo_sweep.py"],
-            "sequence": ["configs/sweep/sequence.yaml"],
+            "sequence": ["configs/sweep/sequence.yaml", f"{TESTS}/sweep/test_sequence_sweep.py"],
         },
     ),
     "include_audit": (

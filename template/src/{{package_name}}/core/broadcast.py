@@ -18,7 +18,9 @@ Index grids and masks are the exception. An *index grid* descends from ``arange`
 tensor inputs were all grids or constants; writing data into it (``grid[i] = x``, ``copy_``,
 ``normal_``) makes it data again. A *constant* holds values the program states rather than
 values it reads: ``ones``, ``zeros``, ``full``, and a float tensor of Python numbers
-(``torch.tensor([0.5, 0.25])``, such as ALiBi's per-head slopes). An operation that
+(``torch.tensor([0.5, 0.25])``, such as ALiBi's per-head slopes; data turned into Python
+numbers first, ``values.tolist()``, looks the same, and a constant excuses nothing but a
+stretch against a grid). An operation that
 stretches every operand passes only when it builds a grid or a mask:
 
 - its operands are grids and constants only, with at least one grid: relative positions
@@ -234,7 +236,7 @@ def _numbers(value: object) -> bool:
     program states, not values it read (a NumPy array or a tensor is neither)."""
     if isinstance(value, tuple | list):
         return all(map(_numbers, value))
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return type(value) in (int, float)  # not a NumPy scalar, which subclasses float
 
 
 def _tensor_items(result: object) -> list[torch.Tensor]:
@@ -271,7 +273,8 @@ def _track(
     leaves ``_TRACKED`` when its tensor dies, so ``id`` in ``_TRACKED`` means tracked), so
     data-only code pays one lookup."""
     if role == _LITERAL:
-        if isinstance(result, torch.Tensor) and result.is_floating_point() and _numbers(args[:1]):
+        stated = args[0] if args else kwargs.get("data")
+        if isinstance(result, torch.Tensor) and result.is_floating_point() and _numbers(stated):
             _remember(result, _CONSTANT)
     elif role in _FACTORIES:
         _remember(result, _GRID if role == _MAKES_GRID else _CONSTANT)

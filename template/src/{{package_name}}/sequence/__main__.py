@@ -27,7 +27,7 @@ from ..run.cli import (
     processes_released,
     quiet_third_parties,
 )
-from ..run.errors import user_errors
+from ..run.errors import UserError, user_errors
 from ..run.guards import BroadcastGuardCallback, NonFiniteLocator
 from ..run.summary import RunSummary
 from ..run.tracking import link_logs_to_run_root
@@ -89,6 +89,11 @@ class SequenceCLI(ExampleCLI):
         super().before_instantiate_classes()
         config = self.config[str(self.subcommand)]
         check_predict(str(self.subcommand), config.ckpt_path, config.data.predict_csv, "table")
+
+    def before_predict(self) -> None:
+        super().before_predict()
+        if self.trainer.world_size > 1:  # one process holds the whole table and writes it
+            raise UserError("predict runs on one device: --trainer.devices 1")
 
 
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> SequenceCLI:

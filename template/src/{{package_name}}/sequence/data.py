@@ -32,6 +32,7 @@ import lightning as L
 import numpy as np
 import pandas as pd
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from ..core.masks import real_steps
@@ -56,6 +57,18 @@ def _describe(value: Any) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
+def _first_text(column: pd.Series, name: object) -> str:
+    """How a text column is named when it is left out: with its first cell that is not a
+    number, so that a typo in a numeric column shows."""
+    if pd.api.types.is_numeric_dtype(column):
+        return ""
+    numbers = pd.to_numeric(column, errors="coerce")
+    cells = column[numbers.isna() & column.notna()]
+    if not len(cells):
+        return ""
+    return f"{name} (text: {cells.iloc[0]!r} in data row {int(cells.index[0]) + 1})"
+
+
 def read_sequences(
     path: Path,
     sequence: str,
@@ -75,15 +88,23 @@ def read_sequences(
         frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except (ValueError, OSError, ImportError, pd.errors.ParserError) as error:
         raise UserError(f"{path}: not a readable table ({str(error).splitlines()[0]})") from None
+    frame = frame.reset_index(drop=True)  # positions, whatever index a Parquet file kept
     named = [column for column in (sequence, order, target) if column is not None]
+    if len(set(named)) < len(named):
+        raise UserError(f"--data.sequence, --data.order and --data.target name {named}: one each")
     if feature_columns is None:
+        others = [column for column in frame.columns if column not in named]
         feature_columns = [
-            str(column)
-            for column in frame.columns
-            if column not in named and pd.api.types.is_numeric_dtype(frame[column])
+            str(column) for column in others if pd.api.types.is_numeric_dtype(frame[column])
         ]
         if not feature_columns:
             raise UserError(f"{path}: no numeric column left for features besides {named}")
+        text = [_first_text(frame[column], column) for column in others]
+        left_out = [note for note in text if note]
+        rank_zero_info(
+            f"{path}: {len(feature_columns)} feature columns"
+            + (f"; left out: {', '.join(left_out)}" if left_out else "")
+        )
     absent = [column for column in [*named, *feature_columns] if column not in frame.columns]
     if absent:
         known = ", ".join(map(str, frame.columns))
@@ -189,6 +210,8 @@ class SequenceData(L.LightningDataModule):
         super().__init__()
         if not 0.0 < val_fraction < 1.0:
             raise UserError(f"--data.val_fraction must be in (0, 1), got {val_fraction}")
+        if batch_size < 1:
+            raise UserError(f"--data.batch_size must be at least 1, got {batch_size}")
         self.sequence, self.order = sequence, order
         self.missing: Missing = missing
         self.batch_size, self.seed = batch_size, seed
@@ -233,6 +256,13 @@ class SequenceData(L.LightningDataModule):
         self.predicted = read_sequences(
             self.predict_csv, self.sequence, self.order, None, self.missing, columns
         )
+        if not self.predicted.names:
+            raise UserError(f"{self.predict_csv}: no sequence to predict")
+        if self.sequence in ("prediction", "confidence"):
+            raise UserError(
+                f"--data.sequence {self.sequence!r} is a column predictions.csv writes; "
+                "rename it first"
+            )
         items = list(zip(self.predicted.steps, range(len(self.predicted.names)), strict=True))
         # A list is a map-style dataset: items by position.
         return DataLoader(items, batch_size=self.batch_size, collate_fn=collate)  # pyright: ignore[reportArgumentType]

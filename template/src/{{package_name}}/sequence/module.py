@@ -24,6 +24,7 @@ from ..core import masks
 from ..core.attention import SelfAttention
 from ..core.losses import cross_entropy_loss
 from ..core.shapes import Bool, Float, Int, Tensor, compiled, typechecked
+from ..run.errors import UserError
 from .data import Batch
 
 
@@ -129,6 +130,8 @@ class SequenceClassifier(L.LightningModule):
         self.classes: list[Any] = list(classes or range(2))
         self.learning_rate: float = learning_rate
         self.weight_decay: float = weight_decay
+        if width % heads:
+            raise UserError(f"--model.width {width} does not split into {heads} heads")
         mean = torch.tensor(feature_mean or [0.0] * num_features)
         std = torch.tensor(feature_std or [1.0] * num_features)
         if mean.shape != (num_features,) or std.shape != (num_features,):
@@ -167,7 +170,8 @@ class SequenceClassifier(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         loss, accuracy = self._gathered_means(self.validation)
         self.validation.clear()
-        self.log_dict({"val_loss": loss, "val_accuracy": accuracy})
+        # Gathered already: the same on every process, which sync_dist only confirms.
+        self.log_dict({"val_loss": loss, "val_accuracy": accuracy}, sync_dist=True)
 
     def _gathered_means(self, parts: list[Tensor]) -> Float[Tensor, " metric"]:
         """Means over every validation sequence once: each process's sampler repeats a few
@@ -186,7 +190,7 @@ class SequenceClassifier(L.LightningModule):
     ) -> tuple[Int[Tensor, " batch"], Int[Tensor, " batch"], Float[Tensor, " batch"]]:
         """Each sequence's row in the table, predicted class index, and its probability."""
         features, real, rows = batch
-        probabilities = self(features, real).softmax(dim=-1)
+        probabilities = self(features, real).float().softmax(dim=-1)  # bf16 has no NumPy type
         confidence, predicted = probabilities.max(dim=-1)
         return rows, predicted, confidence
 

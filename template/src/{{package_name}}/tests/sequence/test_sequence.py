@@ -154,6 +154,9 @@ REFUSALS = {
         ["--data.missing=drop"],
         r"sequence 's1' has no row left after --data.missing drop",
     ),
+    "heads_do_not_split_width": (_two_classes(), ["--model.heads=3"], r"16 does not split into 3"),
+    "batch_size_zero": (_two_classes(), ["--data.batch_size=0"], r"batch_size must be at least 1"),
+    "target_is_the_sequence": (_two_classes(), ["--data.target=id"], r"name \['id', 't', 'id'\]"),
     "class_in_one_split": (
         [["s1", 0, "up", 1, 0], ["s2", 0, "up", 1, 0], ["s3", 0, "down", 1, 0]],
         ["--data.val_fraction=0.3"],
@@ -169,7 +172,7 @@ def test_bad_tables_are_refused_in_one_line(
     rows, extra, pattern = REFUSALS[row]
     table = _table(tmp_path / "t.csv", rows)
     flags = ["--data.csv_path", str(table), "--data.target=label", "--data.sequence=id"]
-    flags += ["--data.order=t", *extra]
+    flags += ["--data.order=t", "--data.val_fraction=0.5", "--model.width=16", *extra]
     line = refusal(capsys, lambda: _fit(tmp_path / "run", *TINY, *flags))
     assert re.search(pattern, line), line
     assert not (tmp_path / "run").exists()
