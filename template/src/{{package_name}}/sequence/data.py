@@ -62,8 +62,8 @@ def _first_text(column: pd.Series, name: object) -> str:
     number, so that a typo in a numeric column shows."""
     if pd.api.types.is_numeric_dtype(column):
         return ""
-    numbers = pd.to_numeric(column, errors="coerce")
-    cells = column[numbers.isna() & column.notna()]
+    numbers = pd.Series(pd.to_numeric(column, errors="coerce"))
+    cells = pd.Series(column.loc[numbers.isna() & column.notna()])
     if not len(cells):
         return ""
     return f"{name} (text: {cells.iloc[0]!r} in data row {int(cells.index[0]) + 1})"
