@@ -93,9 +93,16 @@ def test_a_grid_made_while_the_conftests_load_is_a_grid(tmp_path: Path) -> None:
     assert "PASSED test_relative.py::test_relative_positions" in lines
 
 
-OWN_TESTS = ["test_losses.py", "test_nets.py", "test_broadcast_guard.py"]
-"""The tests of this project's typed functions and of the guard's mask rule: with the
-option, each of them runs under a second guard, the plugin's."""
+OWN_TESTS = [
+    "test_losses.py",
+    "test_nets.py",
+    "test_broadcast_guard.py",
+    "test_masks.py",
+    "test_behaviour.py",
+]
+"""The tests of this project's typed functions, masks and attention, and of the guard's
+mask rule: with the option, each of them runs under a second guard, the plugin's, which
+raises no false alarm on them."""
 
 
 @pytest.mark.slow
