@@ -140,6 +140,9 @@ def read_sequences(
                 "per sequence"
             )
     if order is not None:
+        text = _first_text(frame[order], repr(order))
+        if text:
+            raise UserError(f"{path}: --data.order column {text}; steps are ordered by numbers")
         repeated = frame.duplicated(subset=[sequence, order])
         if repeated.any():
             row = frame.loc[repeated].iloc[0]
