@@ -38,6 +38,16 @@ def sinusoids(steps: int, width: int) -> Float[Tensor, "time feature"]:
     return rearrange(waves, "t f two -> t (f two)")[:, :width]
 
 
+@typechecked
+def in_order(
+    gathered: Float[Tensor, "world row metric"], size: int
+) -> Float[Tensor, "sequence metric"]:
+    """Every process's rows, gathered, back in the split's order, each sequence once: row
+    ``i`` of process ``r`` is sequence ``r + i * world``, and the last few, past ``size``,
+    are the repeats a ``DistributedSampler`` adds to even out the shards."""
+    return rearrange(gathered, "world row metric -> (row world) metric")[:size]
+
+
 class EncoderBlock(nn.Module):
     """Pre-norm Transformer block: self-attention, then a position-wise MLP, each residual."""
 
@@ -181,9 +191,9 @@ class SequenceClassifier(L.LightningModule):
         size = len(data.val_set) if data is not None else len(local)
         gathered = self.all_gather(local)
         assert isinstance(gathered, Tensor)
-        if self.trainer.world_size > 1:  # (world, n, 2): sequence i of rank r is r + i * world
-            gathered = rearrange(gathered, "world n metric -> (n world) metric")
-        return gathered[:size].mean(dim=0)
+        if self.trainer.world_size == 1:
+            return gathered[:size].mean(dim=0)
+        return in_order(gathered, size).mean(dim=0)
 
     def predict_step(
         self, batch: Batch, batch_idx: int

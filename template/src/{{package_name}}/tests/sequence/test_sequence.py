@@ -21,6 +21,7 @@ from ...sequence import SequenceClassifier, SequenceData
 from ...sequence import module as sequence_module
 from ...sequence.__main__ import main
 from ...sequence.data import pad
+from ...sequence.module import in_order
 from .. import test_behaviour as behaviour
 from ..project import CONFIGS, PACKAGE, child_environment, fit_summary, refusal
 
@@ -202,6 +203,17 @@ def test_bf16_mixed_fit_with_checks_on(tmp_path: Path) -> None:
 def test_compiled_fit_with_checks_on(tmp_path: Path) -> None:
     compiled = ["--model.compile=true", "--model.compile_backend=aot_eager"]
     assert fit_summary("sequence", CONFIG, [*TINY, *QUIET, *compiled], tmp_path)["epochs"] == 2
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_gathered_validation_counts_each_sequence_once_in_order(world: int) -> None:
+    """What the DDP test below cannot show on the shipped data, whose 128 validation
+    sequences split evenly: shards padded by a ``DistributedSampler``, gathered back."""
+    size = 7
+    sampler_order = [index % size for index in range(-(-size // world) * world)]  # wrapped
+    shards = [sampler_order[rank::world] for rank in range(world)]
+    gathered = torch.tensor([[[float(i), 10.0 * i] for i in shard] for shard in shards])
+    assert in_order(gathered, size).tolist() == [[float(i), 10.0 * i] for i in range(size)]
 
 
 @pytest.mark.slow
