@@ -36,8 +36,9 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from ..core.masks import real_steps
-from ..core.shapes import Bool, Float, Int, Tensor
+from ..core.shapes import Bool, Float, Tensor
 from ..run.errors import UserError
+from .module import Batch, SequenceClassifier
 
 SHIPPED = Path(__file__).with_name("japanese_vowels.csv.gz")
 Missing = Literal["error", "drop"]
@@ -173,13 +174,6 @@ def pad(
     return padded, real_steps(lengths, padded.shape[1])
 
 
-Batch = tuple[
-    Float[Tensor, "batch time feature"], Bool[Tensor, "batch time"], Int[Tensor, " batch"]
-]
-"""Padded features, the real steps, and each sequence's class index (or its row in the
-table, for predict)."""
-
-
 class SequenceData(L.LightningDataModule):
     def __init__(
         self,
@@ -255,7 +249,9 @@ class SequenceData(L.LightningDataModule):
     def predict_dataloader(self) -> DataLoader:
         """The predict table's sequences, in the table's order, each with its position."""
         assert self.predict_csv is not None and self.trainer is not None
-        columns = list(self.trainer.lightning_module.hparams["feature_columns"])
+        model = self.trainer.lightning_module
+        assert isinstance(model, SequenceClassifier)
+        columns = model.feature_columns
         self.predicted = read_sequences(
             self.predict_csv, self.sequence, self.order, None, self.missing, columns
         )

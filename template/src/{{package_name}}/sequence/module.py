@@ -25,7 +25,12 @@ from ..core.attention import SelfAttention
 from ..core.losses import cross_entropy_loss
 from ..core.shapes import Bool, Float, Int, Tensor, compiled, typechecked
 from ..run.errors import UserError
-from .data import Batch
+
+Batch = tuple[
+    Float[Tensor, "batch time feature"], Bool[Tensor, "batch time"], Int[Tensor, " batch"]
+]
+"""Padded features, the real steps, and each sequence's class index (or its row in the
+table, for predict)."""
 
 
 @typechecked
@@ -138,6 +143,7 @@ class SequenceClassifier(L.LightningModule):
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
         self.classes: list[Any] = list(classes or range(2))
+        self.feature_columns: list[str] = list(feature_columns or [])
         self.learning_rate: float = learning_rate
         self.weight_decay: float = weight_decay
         if width % heads:
