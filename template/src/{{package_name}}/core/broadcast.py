@@ -1,54 +1,42 @@
-"""Find the silent broadcast: ``with BroadcastGuard():`` raises at the first elementwise
-operation that stretches *every* operand, such as ``(N, 1) - (N,)`` -> ``(N, N)``.
-``BroadcastGuard(on_stretch=record)`` calls ``record(stretch)`` instead and lets the
-program go on: that is how ``python -m <package>.audit`` reports every finding of a run.
+"""Find the silent broadcast: ``with BroadcastGuard():`` raises :class:`BroadcastError` at
+the first elementwise operation that stretches *every* operand, such as ``(N, 1) - (N,)`` ->
+``(N, N)`` inside an untyped helper that no annotation sees. ``BroadcastGuard(on_stretch=f)``
+calls ``f(stretch)`` instead and lets the program go on. One-sided broadcasting (a bias, a
+scalar, a column, an attention mask) passes; ``einsum``, ``matmul`` and ``torch.outer`` are
+never checked: an outer product should say so.
 
-Copy-paste: this file imports only torch and the standard library, so it can be dropped into
-plain PyTorch code as it is.
+Copy-paste: this file imports only torch and the standard library.
 
-Annotations check function boundaries only: ``((pred - target) ** 2).mean()`` inside an
-untyped helper still turns ``(N, 1)`` and ``(N,)`` into ``(N, N)``. The guard watches every
-elementwise operation instead, and raises :class:`BroadcastError` when one stretches *both*
-operands, which is almost never meant. One-sided broadcasting (a bias, a scalar, a ``(N, 1)``
-column, an attention mask) passes. ``einsum``, ``matmul`` and ``torch.outer`` are never
-checked: an outer product should say so.
+Index grids and masks are the exception. A *constant* holds values the program states
+rather than reads: ``ones``, ``zeros``, ``full``, and a float tensor of Python numbers
+(``torch.tensor([0.5, 0.25])``, ALiBi's slopes; data turned into numbers, ``x.tolist()``,
+looks the same, so a constant excuses nothing but a stretch against a grid). An *index grid*
+descends from ``arange``, ``linspace``, ``logspace``, ``eye``, or ``tril``/``triu`` of a
+constant, through calls whose tensor inputs were all grids or constants; writing data into
+it (``grid[i] = x``, ``copy_``, ``normal_``) makes it data again. A *mask* is what comparing
+a grid with data makes, and what combining masks and grids makes. Everything else is data,
+and constants among themselves count as data too. A stretch of every operand passes only
+when it builds a grid or a mask:
 
-Index grids and masks are the exception. An *index grid* descends from ``arange``,
-``linspace``, ``logspace``, ``eye``, or ``tril``/``triu`` of a constant, through calls whose
-tensor inputs were all grids or constants; writing data into it (``grid[i] = x``, ``copy_``,
-``normal_``) makes it data again. A *constant* holds values the program states rather than
-values it reads: ``ones``, ``zeros``, ``full``, and a float tensor of Python numbers
-(``torch.tensor([0.5, 0.25])``, such as ALiBi's per-head slopes; data turned into Python
-numbers first, ``values.tolist()``, looks the same, and a constant excuses nothing but a
-stretch against a grid). An operation that
-stretches every operand passes only when it builds a grid or a mask:
-
-- its operands are grids and constants only, with at least one grid: relative positions
-  ``pos[None, :] - pos[:, None]``, the causal mask ``arange(T)[:, None] >= arange(T)[None, :]``,
-  sinusoidal angles, ALiBi's ``slopes[:, None, None] * distance[None]``;
-- it compares a grid with anything: the padding mask ``arange(T)[None, :] < lengths[:, None]``,
-  a one-hot ``labels[:, None] == arange(C)``; or it is integer arithmetic with a grid
+- its operands are grids and constants, at least one a grid: relative positions
+  ``pos[None, :] - pos[:, None]``, the causal mask, sinusoidal angles, ALiBi's
+  ``slopes[:, None, None] * distance[None]``;
+- it compares a grid with anything (the padding mask ``arange(T)[None, :] < lengths[:, None]``,
+  a one-hot ``labels[:, None] == arange(C)``), or is integer arithmetic with a grid
   (position ids ``start[:, None] + arange(T)``);
-- it combines booleans with ``&``, ``|`` or ``^`` that are all grids or *masks*, or all the
-  same elements of one tensor with other axes. A mask is what comparing a grid with data
-  makes (the padding mask above), and what combining masks and grids makes. So
-  ``causal & padding`` passes, and so do a query padding mask ``(B, T, 1)`` with a key
-  padding mask ``(B, 1, S)`` and the pairwise ``m[:, :, None] & m[:, None, :]`` of any mask
-  ``m``; two slices of one buffer (``flags[:, 0:1] | flags[:, 1]``) do not.
+- it combines booleans with ``&``, ``|`` or ``^`` that are all grids or masks
+  (``causal & padding``, query padding ``(B, T, 1)`` with key padding ``(B, 1, S)``), or all
+  the same elements of one tensor with other axes (``m[:, :, None] & m[:, None, :]``; two
+  slices of one buffer, ``flags[:, 0:1] | flags[:, 1]``, are not).
 
-Everything else is data, and constants among themselves count as data too. Comparisons and
-arithmetic between data raise
-whatever the dtypes (the accuracy bug ``(pred (N, 1) == y (N,)).float().mean()``), and so do
-``terminated (N, 1) | truncated (N,)``, float arithmetic with a grid
-(``sin(linspace(...)[:, None]) + noise (N,)``), ``ones(N) * column`` and a ``zeros`` buffer
-once filled. Float masks are data once combined with data: build masks as booleans.
+Anything else raises whatever the dtypes: the accuracy bug ``pred (N, 1) == y (N,)``,
+``terminated (N, 1) | truncated (N,)``, float arithmetic with a grid, ``ones(N) * column``,
+a ``zeros`` buffer once filled. Float masks are data once combined with data.
 
-Provenance is followed only while a guard is on, so a grid made before the guard started
-counts as data: ``mark_grid(tensor)`` and ``mark_constant(tensor)`` say what it is.
-``BroadcastGuardCallback`` marks its module's buffers each time it arms: integer and boolean
-ones as grids (a ``register_buffer("positions", arange(T))``, a causal mask from
-``__init__``), float ones as constants (ALiBi's slopes): a module's buffers are its own,
-never a batch's data.
+Provenance is followed only while a guard is on, so a grid made before it counts as data:
+``mark_grid(tensor)`` and ``mark_constant(tensor)`` say what it is. ``BroadcastGuardCallback``
+marks its module's buffers that way each time it arms (integer and boolean ones as grids,
+float ones as constants): a module's buffers are never a batch's data.
 """
 
 import linecache
@@ -69,41 +57,23 @@ _HINT = (
     "Make the shapes agree with einops.rearrange; for an intended outer product use "
     "einsum, torch.outer or an explicit expand."
 )
-_ALIASES = {
-    "and": "bitwise_and",
-    "or": "bitwise_or",
-    "xor": "bitwise_xor",
-    "lshift": "__lshift__",
-    "rshift": "__rshift__",
-    "floordiv": "floor_divide",
-    "truediv": "div",
-    "mod": "remainder",
-}
+_ALIASES = {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "truediv": "div"}
+_ALIASES |= {"lshift": "__lshift__", "rshift": "__rshift__"}
+_ALIASES |= {"floordiv": "floor_divide", "mod": "remainder"}
 _ALSO_ELEMENTWISE = {"floor_divide", "broadcast_tensors"}
 """Broadcasting aten ops that lack the ``pointwise`` tag. ``broadcast_tensors`` is what
 ``torch.distributions`` calls on its parameters, so ``Normal(loc (N, 1), scale (N,))`` fails."""
 _STRETCHED_BY_DESIGN = {("categorical.py", "log_prob")}
 """torch functions that stretch both operands on purpose: ``Categorical.log_prob`` pairs
 indices ``(*sample, *batch, 1)`` with the class axis of logits ``(*batch, class)``."""
-_LOSS_OPERANDS: dict[str, tuple[str, ...]] = {
-    name: ("input", "target")
-    for name in (
-        "mse_loss",
-        "l1_loss",
-        "smooth_l1_loss",
-        "huber_loss",
-        "binary_cross_entropy",
-        "binary_cross_entropy_with_logits",
-        "gaussian_nll_loss",
-        "poisson_nll_loss",
-        "kl_div",
-        "soft_margin_loss",
-        "hinge_embedding_loss",
-    )
-} | {"margin_ranking_loss": ("input1", "input2", "target")}
+_LOSSES = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy"}
+_LOSSES |= {"binary_cross_entropy_with_logits", "gaussian_nll_loss", "poisson_nll_loss"}
+_LOSSES |= {"kl_div", "soft_margin_loss", "hinge_embedding_loss"}
+_LOSS_OPERANDS: dict[str, tuple[str, ...]] = dict.fromkeys(_LOSSES, ("input", "target"))
+_LOSS_OPERANDS["margin_ranking_loss"] = ("input1", "input2", "target")
 """``torch.nn.functional`` losses that broadcast internally, with the arguments that must
-agree. Their inner ops run with the guard popped, so they are checked at this level.
-Weights and variances (``weight``, ``var``, ``pos_weight``) may broadcast one-sidedly."""
+agree: their inner ops run with the guard popped. Weights and variances may broadcast
+one-sidedly."""
 
 _Operands = tuple[str, ...] | bool
 """What to check in a call: False nothing, True every tensor argument, or the named ones."""
@@ -129,15 +99,13 @@ _IN_PLACE_OPERATORS |= {f"i{op}" for op in ("pow", "and", "or", "xor", "lshift",
 _SHAPE_ONLY = {"expand_as", "view_as", "reshape_as", "type_as", "to"}
 
 _CLASSIFIED: dict[Callable[..., Any], tuple[_Operands, int]] = {}
-"""The ``_Operands`` and provenance role of each function seen so far; every torch call
-looks itself up here."""
+"""The ``_Operands`` and provenance role of each function seen so far."""
 
 _CONSTANT, _GRID, _MASK, _DATA = 0, 1, 2, 3
 """Provenance, ordered: a result is the most data-like of its inputs, except that comparing
 a grid with data makes a mask."""
 _TRACKED: dict[int, tuple[weakref.ref[torch.Tensor], int]] = {}
-"""``id`` -> (weak reference, ``_CONSTANT``, ``_GRID`` or ``_MASK``); any other tensor is
-data."""
+"""``id`` -> (weak reference, ``_CONSTANT``, ``_GRID`` or ``_MASK``); the rest is data."""
 
 
 class BroadcastError(ValueError):
@@ -176,10 +144,8 @@ def _classify(func: Callable[..., Any]) -> tuple[_Operands, int]:
 
 
 def _role(name: str) -> int:
-    """What a function named ``name`` does to provenance: makes a grid or a constant, turns
-    a constant into a mask (``tril``, ``triu``), writes into its first argument, makes data
-    (random, uninitialised or copied values), compares, or derives its result from its
-    inputs."""
+    """What a function named ``name`` does to provenance: makes a grid, a constant or data,
+    triangles a constant (``tril``), writes into its first argument, compares, or derives."""
     core = _aten_name(name)
     if core in _INDEX_GRIDS:
         return _MAKES_GRID
@@ -198,8 +164,7 @@ def _role(name: str) -> int:
 
 
 def _kind(value: object) -> int:
-    """``_CONSTANT``, ``_GRID``, ``_MASK`` or ``_DATA``: anything untracked, or not a tensor,
-    is data."""
+    """``_CONSTANT``, ``_GRID`` or ``_MASK`` if tracked, else ``_DATA``."""
     entry = _TRACKED.get(id(value))
     return _DATA if entry is None or entry[0]() is not value else entry[1]
 
@@ -215,18 +180,15 @@ def _remember(result: object, kind: int) -> None:
 
 
 def mark_grid(tensor: torch.Tensor) -> torch.Tensor:
-    """Count ``tensor`` as an index grid from now on, as if ``arange`` had made it under the
-    guard, and return it: for a grid or a mask made before any guard started, such as
-    ``POSITIONS = mark_grid(torch.arange(T))`` at import time. Data written into it later
-    makes it data again."""
+    """Count ``tensor``, made before any guard started, as an index grid, and return it:
+    ``POSITIONS = mark_grid(torch.arange(T))`` at import time."""
     _remember(tensor, _GRID)
     return tensor
 
 
 def mark_constant(tensor: torch.Tensor) -> torch.Tensor:
-    """Count ``tensor`` as a constant from now on, as if ``full`` had made it under the guard,
-    and return it: for a table of fixed values made before any guard started, such as a
-    module's float buffer. Data written into it later makes it data again."""
+    """Count ``tensor``, made before any guard started, as a constant (a table of fixed
+    values, a module's float buffer), and return it."""
     _remember(tensor, _CONSTANT)
     return tensor
 
@@ -269,9 +231,8 @@ def _track(
     role: int, name: str, args: Sequence[Any], kwargs: Mapping[str, Any], result: Any
 ) -> None:
     """Update provenance after a call. Runs only for factories, for comparisons while
-    anything is tracked, and for calls whose first argument is tracked already (an entry
-    leaves ``_TRACKED`` when its tensor dies, so ``id`` in ``_TRACKED`` means tracked), so
-    data-only code pays one lookup."""
+    anything is tracked, and for calls whose first argument is tracked (an entry leaves
+    ``_TRACKED`` when its tensor dies), so data-only code pays one lookup."""
     if role == _LITERAL:
         stated = args[0] if args else kwargs.get("data")
         if isinstance(result, torch.Tensor) and result.is_floating_point() and _numbers(stated):
@@ -318,9 +279,7 @@ def _broadcast_operands(
     operands: _Operands, args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> list[Any]:
     """The tensors that broadcast against each other; 0-d tensors can never be stretched."""
-    if operands is True and not kwargs:
-        values = args
-    elif operands is True:
+    if operands is True:
         values = [*args, *(value for key, value in kwargs.items() if key != "out")]
     else:
         names = operands or ()
@@ -342,8 +301,8 @@ def _op_name(func: Callable[..., Any]) -> str:
 
 
 def _user_frame() -> tuple[FrameType, bool]:
-    """The innermost frame outside torch and this file, and whether the torch frames within
-    it include one in ``_STRETCHED_BY_DESIGN``."""
+    """The innermost frame outside torch and this file, and whether a torch frame on the
+    way is in ``_STRETCHED_BY_DESIGN``."""
     frame, by_design = sys._getframe(1), False
     while frame.f_back is not None and (
         frame.f_code.co_filename.startswith(_TORCH_DIR) or frame.f_code.co_filename == __file__
@@ -366,9 +325,7 @@ def _sampled_indices(shapes: list[tuple[int, ...]]) -> bool:
 
 
 def _builds_grid_or_mask(func: Callable[..., Any], tensors: list[torch.Tensor]) -> bool:
-    """The module docstring's rule: a stretch among index grids, a comparison with one,
-    integer arithmetic with one, or ``&``, ``|``, ``^`` between booleans that are all grids
-    or masks, or all the same elements of one tensor."""
+    """Whether a stretch passes by the module docstring's rule."""
     name = _aten_name(getattr(func, "__name__", ""))
     kinds = [_kind(tensor) for tensor in tensors]
     if _GRID in kinds and (max(kinds) == _GRID or name in _COMPARISONS):
@@ -381,9 +338,8 @@ def _builds_grid_or_mask(func: Callable[..., Any], tensors: list[torch.Tensor]) 
 
 
 def _views_of_one(tensors: list[torch.Tensor]) -> bool:
-    """Whether the tensors are the same elements of one tensor, viewed with other axes: the
-    pairwise mask ``m[:, :, None] & m[:, None, :]`` pairs a mask with itself. Two slices of
-    one buffer (``flags[:, 0:1] | flags[:, 1]``) are different elements."""
+    """Whether the tensors are the same elements of one tensor, viewed with other axes, as
+    in ``m[:, :, None] & m[:, None, :]``; two slices of one buffer are not."""
     first = tensors[0]
     base = first if first._base is None else first._base
     return all(
@@ -415,9 +371,8 @@ class Stretch(NamedTuple):
 
 
 def _stretch(func: Callable[..., Any], tensors: list[torch.Tensor]) -> Stretch | None:
-    """The stretch this call makes, if no operand already has the broadcast shape. Runs on
-    every elementwise call, so the common cases (equal shapes, one-sided broadcasting)
-    return first."""
+    """The stretch this call makes, if any. Runs on every elementwise call, so the common
+    cases (equal shapes, one-sided broadcasting) return first."""
     shapes = [tuple(tensor.shape) for tensor in tensors]
     if all(shape == shapes[0] for shape in shapes):
         return None
@@ -440,13 +395,11 @@ def _stretch(func: Callable[..., Any], tensors: list[torch.Tensor]) -> Stretch |
 
 
 class BroadcastGuard(TorchFunctionMode):
-    """``with BroadcastGuard():`` raises :class:`BroadcastError` at the first elementwise
-    operation that stretches both operands, naming the op, the shapes and your source line.
-    ``BroadcastGuard(on_stretch=record)`` calls ``record`` with a :class:`Stretch` instead,
-    and the operation goes on as torch would run it.
+    """Raises :class:`BroadcastError` naming the op, the shapes and your source line, or
+    with ``on_stretch`` passes it a :class:`Stretch` and runs the operation as torch would.
 
     Every torch call in the block passes through here, so classification is cached per
-    function, and a call on data that is not elementwise costs two dictionary lookups.
+    function: a call on data that is not elementwise costs two dictionary lookups.
     """
 
     def __init__(self, on_stretch: Callable[[Stretch], None] | None = None) -> None:
@@ -471,9 +424,9 @@ class BroadcastGuard(TorchFunctionMode):
             tensors = _broadcast_operands(operands, args, kwargs)
             if len(tensors) > 1:
                 stretch = _stretch(func, tensors)
-                if stretch is not None and self.on_stretch is None:
-                    raise BroadcastError(stretch.message())
-                if stretch is not None and self.on_stretch is not None:
+                if stretch is not None:
+                    if self.on_stretch is None:
+                        raise BroadcastError(stretch.message())
                     self.on_stretch(stretch)
         result = func(*args, **kwargs)
         if role in _FACTORIES or (
