@@ -1,15 +1,12 @@
 """Lightning callbacks that put the guards into ``Trainer.fit``: add them to ``callbacks``.
+:class:`BroadcastGuardCallback` guards the first training steps; :class:`NonFiniteLocator`
+stops at the first NaN or Inf and names the module it came from.
 
-:class:`BroadcastGuardCallback` guards the first training steps; the examples' full steps
-raise no false alarm, which their tests check. :class:`NonFiniteLocator` stops at the first
-NaN or Inf and names the module it came from.
-
-Copy-paste: this file imports third-party packages, ``broadcast`` beside it and ``shapes``.
+Copy-paste: this file imports third-party packages, ``core/broadcast.py`` and ``shapes``.
 """
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +27,9 @@ class BroadcastGuardCallback(Callback):
 
     The guard is on from ``on_train_epoch_start`` until the ``steps``-th
     ``on_train_batch_end``, so it also sees each batch being fetched (PPO collects its
-    rollout there) and any validation run in between. Backward runs in C++ and is not seen.
-    Each time it arms, the module's buffers, made in ``__init__`` before any guard, are
-    marked: integer and boolean ones as index grids (position grids, causal masks), float
-    ones as constants (ALiBi's slopes), as ``core/broadcast.py`` states.
+    rollout there) and any validation in between; backward runs in C++, unseen. Each time
+    it arms it marks the module's buffers, made before any guard, as ``core/broadcast.py``
+    states.
     """
 
     def __init__(self, steps: int = 50) -> None:
@@ -97,15 +93,12 @@ class NonFiniteLocator(Callback):
     """Stops training at the first non-finite loss or gradient and says where it came from.
 
     While training is finite it costs one fused gradient norm and one host sync per
-    optimizer step. The check runs in ``on_before_optimizer_step``, after backward and
-    before the weights move, on the loss and on the gradients the optimizer is about to
-    apply: the weights stay finite, and since fit ends there no checkpoint is written after
-    the last good one. On a hit the report (also written to ``nonfinite_report.txt``) names
-    the first submodule whose output held a NaN or Inf in a replay of ``training_step``,
-    with its inputs' range, and lists non-finite parameters and gradients; the batch is
-    saved to ``nonfinite_batch.pt`` in the log directory. Under fp16 mixed precision
-    infinite gradients are routine (the scaler skips those steps), so only the loss is
-    checked there.
+    optimizer step. The check runs after backward and before the weights move, so they stay
+    finite and no checkpoint follows the last good one. The report (also in
+    ``nonfinite_report.txt``) names the first submodule whose output went non-finite in a
+    replay of ``training_step``; the batch goes to ``nonfinite_batch.pt``. Under fp16 mixed
+    precision infinite gradients are routine (the scaler skips those steps), so only the
+    loss is checked there.
     """
 
     def __init__(self) -> None:
@@ -199,21 +192,7 @@ class NonFiniteLocator(Callback):
 
 
 class _FirstNonFinite(Exception):
-    """Raised by a forward hook to end the replay at the first non-finite output."""
-
-    def __init__(self, lines: list[str], culprit: str) -> None:
-        super().__init__(culprit)
-        self.lines, self.culprit = lines, culprit
-
-
-@contextmanager
-def _logging_silenced(pl_module: L.LightningModule) -> Iterator[None]:
-    """A replay must not log: instance attributes shadow ``log`` and ``log_dict``."""
-    pl_module.log = pl_module.log_dict = lambda *args, **kwargs: None  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        del pl_module.log, pl_module.log_dict
+    """Raised by a forward hook, with report lines and the culprit, to end the replay."""
 
 
 def _replay_forward(
@@ -227,15 +206,13 @@ def _replay_forward(
 
     def hook(name: str) -> Callable[..., None]:
         def check(module: torch.nn.Module, args: tuple, kwargs: dict, output: object) -> None:
-            if not all(_all_finite(t) for t in _tensors_in(output)):
+            outputs = _tensors_in(output)
+            if not all(_all_finite(t) for t in outputs):
                 named = f"{name} ({type(module).__name__})"
                 inputs = _tensors_in([args, kwargs])
                 lines = [f"first non-finite output in the forward replay: {named}"]
                 lines += [f"  input {i}: {_describe_tensor(t)}" for i, t in enumerate(inputs)]
-                lines += [
-                    f"  output {i}: {_describe_tensor(t)}"
-                    for i, t in enumerate(_tensors_in(output))
-                ]
+                lines += [f"  output {i}: {_describe_tensor(t)}" for i, t in enumerate(outputs)]
                 if not all(_all_finite(t) for t in inputs):
                     lines.append(
                         "  its inputs were already non-finite: bad data, or code between modules"
@@ -248,14 +225,18 @@ def _replay_forward(
     handles = [
         module.register_forward_hook(hook(name), with_kwargs=True) for name, module in modules
     ]
+    # A replay must not log: instance attributes shadow ``log`` and ``log_dict``.
+    pl_module.log = pl_module.log_dict = lambda *args, **kwargs: None  # type: ignore[method-assign]
     try:
-        with torch.no_grad(), _logging_silenced(pl_module):
+        with torch.no_grad():
             result = pl_module.training_step(batch, batch_idx)
     except _FirstNonFinite as found:
-        return found.lines, found.culprit
+        lines, culprit = found.args
+        return lines, culprit
     except Exception as error:  # a failed replay must not hide the report
         return [f"the forward replay failed: {error!r}"], ""
     finally:
+        del pl_module.log, pl_module.log_dict
         for handle in handles:
             handle.remove()
     if not all(_all_finite(t) for t in _tensors_in(result)):
