@@ -1,14 +1,9 @@
 """Multi-head self-attention with typed shapes, einops head splits and a ``keep`` mask.
 
-Heads are split by ``rearrange(x, "batch time (head dim) -> batch head time dim")``. A
-``view`` without the transpose, or ``(dim head)`` where the projection wrote
-``(head dim)``, mixes the heads' features and still trains. Softmax runs over keys inside
-``F.scaled_dot_product_attention``, whose bool mask means attend (see ``masks.py``); a
-query whose every key is masked gets zeros there.
-
-The weights are laid out as ``nn.MultiheadAttention``'s: one input projection for query,
-key and value, rows in that order, then an output projection. Its trained weights copy
-onto these one to one.
+Heads are split by ``rearrange``: a ``view`` without the transpose, or ``(dim head)`` where
+the projection wrote ``(head dim)``, mixes the heads' features and still trains. The weights
+are laid out as ``nn.MultiheadAttention``'s (one input projection for query, key and value,
+in that order, then an output projection), so its trained weights copy on one to one.
 
 Copy-paste: this file imports only third-party packages, ``shapes`` and ``masks``.
 """

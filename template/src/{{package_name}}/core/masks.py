@@ -2,17 +2,15 @@
 
 ``F.scaled_dot_product_attention`` reads a bool mask as *attend*; ``nn.MultiheadAttention``
 reads ``key_padding_mask`` and a bool ``attn_mask`` as *blocked*. A mask handed across that
-line unconverted attends to the padding only, and still trains. Here every mask is a
-``keep``; :func:`to_key_padding_mask`, :func:`to_attn_mask` and :func:`from_multihead` are
-the only places where the polarity flips.
+line unconverted attends to the padding only, and still trains. The ``to_*`` and
+``from_multihead`` functions are the only places where the polarity flips.
 
 A builder names its broadcast axes with a literal ``1``: ``Bool[Tensor, "batch 1 1 key"]``
-cannot be the ``(batch, 1, key, 1)`` mask of a padding bug, which jaxtyping's ``#query``
-("this size or 1") would accept. Consumers take ``#`` axes, so every builder's output fits.
+cannot be the ``(batch, 1, key, 1)`` mask of a padding bug, which ``#query`` ("this size or
+1") would accept. Consumers take ``#`` axes, so every builder's output fits.
 
-A sequence with no real step gets zeros from the reductions here, as a query with no key
-to attend gets zeros from ``F.scaled_dot_product_attention`` (torch 2.5 and later); a
-softmax written by hand over such a row gives NaN.
+A sequence with no real step gets zeros here, as a query with no key gets zeros from
+``F.scaled_dot_product_attention`` (torch 2.5 and later); a hand-written softmax gives NaN.
 
 Copy-paste: this file imports only third-party packages and ``shapes``.
 """
@@ -73,16 +71,13 @@ def from_multihead(
     attn_mask: Bool[Tensor, "query key"] | None = None,
 ) -> Bool[Tensor, "#batch 1 #query key"]:
     """The ``keep`` of ``nn.MultiheadAttention``'s masks (True where blocked), either or both."""
-    if key_padding_mask is None and attn_mask is None:
-        raise ValueError("from_multihead needs key_padding_mask, attn_mask or both")
-    keep = None
-    if key_padding_mask is not None:
-        keep = key_padding(~key_padding_mask)
-    if attn_mask is not None:
-        future = rearrange(~attn_mask, "query key -> 1 1 query key")
-        keep = future if keep is None else keep & future
-    assert keep is not None
-    return keep
+    padding = None if key_padding_mask is None else key_padding(~key_padding_mask)
+    if attn_mask is None:
+        if padding is None:
+            raise ValueError("from_multihead needs key_padding_mask, attn_mask or both")
+        return padding
+    future = rearrange(~attn_mask, "query key -> 1 1 query key")
+    return future if padding is None else padding & future
 
 
 @typechecked

@@ -20,12 +20,7 @@ from .shapes import Float, Tensor, typechecked
 
 Activation = Literal["tanh", "relu", "silu", "gelu"]
 
-_ACTIVATIONS: dict[str, type[nn.Module]] = {
-    "tanh": nn.Tanh,
-    "relu": nn.ReLU,
-    "silu": nn.SiLU,
-    "gelu": nn.GELU,
-}
+_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU}
 
 
 def orthogonal_linear(in_features: int, out_features: int, gain: float) -> nn.Linear:

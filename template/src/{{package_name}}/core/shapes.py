@@ -1,20 +1,17 @@
-"""The one switch for runtime shape checking.
+"""The one switch for runtime shape checking: every typed function and every ``forward`` is
+wrapped by :func:`typechecked`, so how annotations are enforced changes here and nowhere
+else. ``JAXTYPING_DISABLE=1`` in the environment turns the checks off.
 
-Every typed function and every ``forward`` in this project is wrapped by
-:func:`typechecked`, so how annotations are enforced can change here and nowhere else.
-Checks are on by default; ``JAXTYPING_DISABLE=1`` in the environment turns them off.
+A verdict is remembered per *shape signature* (each tensor argument's type, shape and dtype,
+every other argument's type), so a training loop pays for the full jaxtyping and beartype
+check only when something new arrives (the last partial batch, batch size 1, a new sequence
+length). Annotations that read values rather than shapes (axis expressions, ``Literal``,
+``Annotated`` validators), or that this module cannot see into, are checked at every call.
+Inside ``torch.compile`` tracing the checks step aside; :func:`compiled` checks at the
+compiled module's boundary instead. ``docs/defences.md`` says more.
 
-The first call with a new *shape signature* (each tensor argument's type, shape and dtype,
-every other argument's type) is checked in full by jaxtyping and beartype; a signature that
-passed is remembered, so a training loop pays for a full check only when something new
-arrives (the last partial batch, batch size 1, a new sequence length). Annotations that
-read values rather than shapes (axis expressions, ``Literal``, ``Annotated`` validators) or
-that this module cannot see into are checked in full at every call. Inside
-``torch.compile`` tracing the checks step aside; :func:`compiled` checks at the compiled
-module's boundary instead. ``docs/defences.md`` says how it works.
-
-Shape strings name axes from one vocabulary: ``batch``, ``time``, ``env``, ``feature``,
-``action``, ``class``. A single-axis string starts with a space, ``Float[Tensor, " batch"]``,
+Shape strings name axes from one vocabulary (``batch``, ``time``, ``env``, ``feature``,
+``action``, ``class``). A single-axis string starts with a space, ``Float[Tensor, " batch"]``,
 as jaxtyping's FAQ advises: ruff's F821 would read ``"batch"`` as a forward reference.
 
 Copy-paste: this file imports only third-party packages.
@@ -44,16 +41,7 @@ from beartype.roar import BeartypeCallHintViolation
 from jaxtyping import Bool, Float, Int, TypeCheckError, jaxtyped
 from torch import Tensor, nn
 
-__all__ = [
-    "Bool",
-    "Float",
-    "Int",
-    "Scalar",
-    "Tensor",
-    "checks_disabled",
-    "compiled",
-    "typechecked",
-]
+__all__ = ["Bool", "Float", "Int", "Scalar", "Tensor", "checks_disabled", "compiled", "typechecked"]
 
 Function = TypeVar("Function", bound=Callable[..., Any])
 
@@ -89,12 +77,11 @@ def _signature(value: object) -> object:
 
 def _call_signature(args: tuple, kwargs: dict[str, Any]) -> object:
     """The signature of a call, or ``None`` when an argument cannot be summarised."""
-    items = []
-    for value in args:  # tensors inline: this runs on every call, and most arguments are tensors
-        if type(value) is Tensor:
-            items.append((Tensor, value.shape, value.dtype))
-        else:
-            items.append(_signature(value))
+    # Tensors inline: this runs on every call, and most arguments are tensors.
+    items = [
+        (Tensor, value.shape, value.dtype) if type(value) is Tensor else _signature(value)
+        for value in args
+    ]
     if kwargs:
         items += kwargs
         items += map(_signature, kwargs.values())
@@ -149,10 +136,8 @@ class _ShapeCheck:
         if returns is None:
             return self.check_in_full(key, args, kwargs)
         result = run(*args, **kwargs)
-        if type(result) is Tensor:  # inline, as in _call_signature
-            returned = (Tensor, result.shape, result.dtype)
-        else:
-            returned = _signature(result)
+        tensor = type(result) is Tensor  # inline, as in _call_signature
+        returned = (Tensor, result.shape, result.dtype) if tensor else _signature(result)
         if returned not in returns:
             self.check_result(args, kwargs, result)
             returns.add(returned)
@@ -218,8 +203,7 @@ def compiled(module: nn.Module, **compile_options: Any) -> Callable[..., Any]:
     registered submodule so checkpoints keep their names.
     """
     optimized = torch.compile(module, **compile_options)
-    forward = type(module).forward
-    check = getattr(forward, "shape_check", None)
+    check = getattr(type(module).forward, "shape_check", None)
     if check is None:
         return optimized
 
@@ -234,10 +218,8 @@ def compiled(module: nn.Module, **compile_options: Any) -> Callable[..., Any]:
 
 @contextmanager
 def checks_disabled() -> Iterator[None]:
-    """Run a block with runtime shape checks off, as ``JAXTYPING_DISABLE=1`` would.
-
-    For measurements and for demonstrating what an unchecked bug does; not for hiding one.
-    """
+    """Run a block with runtime shape checks off, as ``JAXTYPING_DISABLE=1`` would: for
+    measurements and for demonstrating what an unchecked bug does, not for hiding one."""
     previous = jaxtyping.config.jaxtyping_disable
     jaxtyping.config.update("jaxtyping_disable", True)
     try:
