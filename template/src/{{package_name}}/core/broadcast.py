@@ -31,7 +31,8 @@ when it builds a grid or a mask:
 
 Anything else raises whatever the dtypes: the accuracy bug ``pred (N, 1) == y (N,)``,
 ``terminated (N, 1) | truncated (N,)``, float arithmetic with a grid, ``ones(N) * column``,
-a ``zeros`` buffer once filled. Float masks are data once combined with data.
+a ``zeros`` buffer once filled. Float masks are data once combined with data: build masks
+as booleans.
 
 Provenance is followed only while a guard is on, so a grid made before it counts as data:
 ``mark_grid(tensor)`` and ``mark_constant(tensor)`` say what it is. ``BroadcastGuardCallback``
