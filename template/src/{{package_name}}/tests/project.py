@@ -3,10 +3,8 @@ runs an example's command line (in this process, or in a child one), and what ev
 a user's mistake checks.
 
 ``PACKAGE`` is read from this module's own dotted name, so the tests work under any package
-name. A refused command ends in one line, ``error: <what is wrong>``, with exit status 2 and
-no traceback (``run.errors.user_errors``). A child process gives the real exit status and
-keeps a long or compiled fit's cost and global state (dynamo's caches) out of pytest's
-process: a test that starts one is marked ``slow``.
+name. A child process gives the real exit status and keeps a long or compiled fit's cost and
+global state (dynamo's caches) out of pytest's process: a test that starts one is ``slow``.
 """
 
 import importlib
@@ -19,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 import pytest
 
 PACKAGE = __name__.split(".")[0]
@@ -34,15 +33,19 @@ EXAMPLES = [
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
 
 
+def quiet_trainer(**options: Any) -> L.Trainer:
+    """A trainer that logs nothing and prints no progress bar or model summary."""
+    return L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, **options)
+
+
 def example_main(example: str) -> Callable[[list[str]], Any]:
-    """The ``main`` of ``python -m <package>.<example>``, to run its command line in this
-    process (a ``cli`` test)."""
+    """The ``main`` of ``python -m <package>.<example>``, to run in this process (``cli``)."""
     return importlib.import_module(f"{PACKAGE}.{example}.__main__").main
 
 
 def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """This process's environment with this source tree importable (ahead of any
-    ``PYTHONPATH`` already set), plus ``extra``: what every child Python of the tests gets."""
+    """This process's environment plus ``extra``, with this source tree importable ahead of
+    any ``PYTHONPATH`` already set: what every child Python of the tests gets."""
     path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path, **(extra or {})}
 
@@ -51,8 +54,7 @@ def run_example(
     example: str, args: list[str], cwd: Path, environment: dict[str, str] | None = None
 ) -> tuple[int, list[str]]:
     """Exit status and non-empty output lines (stdout and stderr together) of
-    ``python -m <package>.<example> ARGS``, with this source tree importable and
-    ``environment`` added to this process's."""
+    ``python -m <package>.<example> ARGS``, run with ``child_environment(environment)``."""
     done = subprocess.run(
         [sys.executable, "-m", f"{PACKAGE}.{example}", *args],
         cwd=cwd,
@@ -70,9 +72,8 @@ NOTICES = ("tensorboardX", "LeafSpec", "litlogger")
 
 
 def fit_summary(example: str, config: Path, args: list[str], root: Path) -> dict:
-    """``summary.json`` of ``python -m <package>.<example> fit --config CONFIG ARGS`` with its
-    output under ``root``; a run that exits non-zero, or prints one of the ``NOTICES``,
-    fails with its last lines.
+    """``summary.json`` of ``python -m <package>.<example> fit --config CONFIG ARGS`` under
+    ``root``; a run that exits non-zero, or prints one of the ``NOTICES``, fails.
 
     The run has one intra-op thread (what PPO sets, and DDP gives each process): on a
     machine whose cores are busy, two threads that wait on each other make a small
@@ -87,8 +88,8 @@ def fit_summary(example: str, config: Path, args: list[str], root: Path) -> dict
 
 
 def refusal(capsys: pytest.CaptureFixture[str], run: Callable[[], object]) -> str:
-    """The last line of stderr of ``run()``, a command line called in this process that must
-    exit with status 2 after a one-line ``error:``, and print no traceback."""
+    """The ``error:`` line of ``run()``, a command line called in this process that must exit
+    with status 2 after that one line (``run.errors.user_errors``), with no traceback."""
     capsys.readouterr()
     with pytest.raises(SystemExit) as exited:
         run()
@@ -98,8 +99,7 @@ def refusal(capsys: pytest.CaptureFixture[str], run: Callable[[], object]) -> st
 
 
 def refused_line(lines: list[str]) -> str:
-    """The last of a refused command's output ``lines``, checked: an ``error:`` line, with no
-    traceback before it."""
+    """The last of a refused command's ``lines``, checked: ``error: ...``, no traceback."""
     assert not any(line.startswith("Traceback") for line in lines), "\n".join(lines[-30:])
     last = [line for line in lines if line.strip()][-1]
     assert last.startswith("error: "), "\n".join(lines[-30:])

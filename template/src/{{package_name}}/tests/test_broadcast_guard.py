@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from ..core import broadcast
 from ..core.broadcast import BroadcastError, BroadcastGuard, Stretch
 from ..run.guards import BroadcastGuardCallback
+from .project import quiet_trainer
 
 N = 5
 COLUMN, ROW, FLAT = torch.randn(N, 1), torch.randn(1, N), torch.randn(N)
@@ -69,19 +70,7 @@ def test_stretching_both_operands_names_op_shapes_and_caller_line(case: str) -> 
 
 
 @pytest.mark.no_broadcast_guard
-def test_untyped_helper_is_caught_at_its_own_line_with_the_recorded_message() -> None:
-    seen: list[Stretch] = []
-    with BroadcastGuard(on_stretch=seen.append):
-        _squared_error(COLUMN, FLAT)
-    with pytest.raises(BroadcastError) as caught, BroadcastGuard():
-        _squared_error(COLUMN, FLAT)
-    assert [str(caught.value)] == [stretch.message() for stretch in seen]
-    line = _squared_error.__code__.co_firstlineno + 2
-    assert f"{Path(__file__)}:{line}: return ((pred - target) ** 2).mean()" in str(caught.value)
-
-
-@pytest.mark.no_broadcast_guard
-def test_on_stretch_receives_every_stretch_and_the_program_goes_on() -> None:
+def test_untyped_helper_is_caught_at_its_own_line_and_on_stretch_lets_it_go_on() -> None:
     seen: list[Stretch] = []
     with BroadcastGuard(on_stretch=seen.append):
         losses = [_squared_error(COLUMN, FLAT) for _ in range(2)]
@@ -89,6 +78,10 @@ def test_on_stretch_receives_every_stretch_and_the_program_goes_on() -> None:
     line = _squared_error.__code__.co_firstlineno + 2
     source = "return ((pred - target) ** 2).mean()"
     assert seen == [Stretch("Tensor.sub", ((5, 1), (5,)), (5, 5), __file__, line, source)] * 2
+    with pytest.raises(BroadcastError) as caught, BroadcastGuard():
+        _squared_error(COLUMN, FLAT)
+    assert str(caught.value) == seen[0].message()
+    assert f"{Path(__file__)}:{line}: {source}" in str(caught.value)
 
 
 def test_incompatible_shapes_keep_torchs_own_error(broadcast_guard: BroadcastGuard) -> None:
@@ -156,26 +149,14 @@ class _Broadcaster(L.LightningModule):
 
 def _fit(module: L.LightningModule, callback: BroadcastGuardCallback) -> None:
     data = DataLoader(TensorDataset(torch.randn(32, 3), torch.randn(32)), batch_size=4)
-    trainer = L.Trainer(
-        max_steps=6,
-        callbacks=[callback],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    trainer.fit(module, data)
+    quiet_trainer(max_steps=6, callbacks=[callback], enable_checkpointing=False).fit(module, data)
 
 
 @pytest.mark.no_broadcast_guard
-def test_callback_raises_inside_its_steps_and_leaves_no_mode_behind() -> None:
+def test_callback_guards_only_its_steps_and_leaves_no_mode_behind() -> None:
     with pytest.raises(BroadcastError, match="sub"):
         _fit(_Broadcaster(clean_steps=2), BroadcastGuardCallback(steps=3))
     assert not torch.overrides._get_current_function_mode_stack()
-
-
-@pytest.mark.no_broadcast_guard
-def test_callback_is_removed_after_its_steps() -> None:
     callback = BroadcastGuardCallback(steps=2)
     _fit(_Broadcaster(clean_steps=2), callback)
     assert callback.guarded == 2

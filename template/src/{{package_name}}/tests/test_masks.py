@@ -20,6 +20,7 @@ from ..core.broadcast import BroadcastGuard
 from ..core.shapes import Float, Tensor, typechecked
 from ..run.guards import NonFiniteError, NonFiniteLocator
 from . import test_behaviour as behaviour
+from .project import quiet_trainer
 from .test_conventions import forbidden_reshapes
 
 B, T, WIDTH, HEADS = 3, 5, 8, 2  # pairwise distinct, so no axis can stand in for another
@@ -72,16 +73,22 @@ def test_multihead_masks_round_trip_with_the_polarity_flipped() -> None:
         masks.from_multihead()
 
 
-@pytest.mark.parametrize("is_causal", [False, True])
-def test_self_attention_matches_multihead_attention_on_mapped_weights(is_causal: bool) -> None:
+def _mapped_pair(causal: bool = False) -> tuple[SelfAttention, nn.MultiheadAttention]:
+    """Our attention with ``nn.MultiheadAttention``'s weights, both in eval mode."""
     torch.manual_seed(0)
-    ours = SelfAttention(WIDTH, HEADS, causal=is_causal).eval()
+    ours = SelfAttention(WIDTH, HEADS, causal=causal).eval()
     theirs = nn.MultiheadAttention(WIDTH, HEADS, batch_first=True).eval()
     with torch.no_grad():
         ours.qkv.weight.copy_(theirs.in_proj_weight)
         ours.qkv.bias.copy_(theirs.in_proj_bias)
         ours.out.weight.copy_(theirs.out_proj.weight)
         ours.out.bias.copy_(theirs.out_proj.bias)
+    return ours, theirs
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_self_attention_matches_multihead_attention_on_mapped_weights(is_causal: bool) -> None:
+    ours, theirs = _mapped_pair(is_causal)
     x = torch.randn(B, T, WIDTH)
     real = masks.real_steps(LENGTHS, T)
     future = masks.to_attn_mask(masks.causal(T)) if is_causal else None
@@ -189,18 +196,10 @@ def test_bug_7_heads_merged_as_dim_head_is_caught_by_the_parity_test(
 
 
 def _parity_difference() -> float:
-    torch.manual_seed(0)
-    ours, theirs = (
-        SelfAttention(WIDTH, HEADS).eval(),
-        nn.MultiheadAttention(WIDTH, HEADS, batch_first=True),
-    )
+    ours, theirs = _mapped_pair()
     with torch.no_grad():
-        ours.qkv.weight.copy_(theirs.in_proj_weight)
-        ours.qkv.bias.copy_(theirs.in_proj_bias)
-        ours.out.weight.copy_(theirs.out_proj.weight)
-        ours.out.bias.copy_(theirs.out_proj.bias)
         x = torch.randn(B, T, WIDTH)
-        expected, _ = theirs.eval()(x, x, x, need_weights=False)
+        expected, _ = theirs(x, x, x, need_weights=False)
         return float((ours(x) - expected).abs().max())
 
 
@@ -266,11 +265,9 @@ def test_a_fully_masked_row_under_a_hand_written_softmax_is_named_by_the_locator
     class Model(L.LightningModule):
         def __init__(self) -> None:
             super().__init__()
-            self.embed, self.attention, self.head = (
-                nn.Linear(3, 4),
-                HandAttention(),
-                nn.Linear(4, 1),
-            )
+            self.embed = nn.Linear(3, 4)
+            self.attention = HandAttention()
+            self.head = nn.Linear(4, 1)
 
         def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int):  # noqa: ANN201
             x, real = batch
@@ -282,13 +279,10 @@ def test_a_fully_masked_row_under_a_hand_written_softmax_is_named_by_the_locator
 
     lengths = torch.tensor([4, 0, 2, 3])  # the second sequence has no real step
     data = TensorDataset(torch.randn(4, 4, 3), masks.real_steps(lengths, 4))
-    trainer = L.Trainer(
+    trainer = quiet_trainer(
         default_root_dir=tmp_path,
         max_epochs=1,
         accelerator="cpu",
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
         enable_checkpointing=False,
         callbacks=[NonFiniteLocator()],
     )

@@ -3,6 +3,7 @@
 import hashlib
 import math
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import pytest
@@ -16,6 +17,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from ..core.losses import mse_loss
 from ..core.shapes import Float, Scalar, Tensor
 from ..run.guards import NonFiniteError, NonFiniteLocator
+from .project import quiet_trainer
 
 Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, " batch"]]
 ROWS, BATCH = 64, 16  # four steps per epoch
@@ -70,18 +72,16 @@ class ChecksumLastCheckpoint(Callback):
             self.digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
 
 
-def _fit(root: Path, model: L.LightningModule, x: Float[Tensor, "batch feature"], **kw) -> None:
-    y = x.sum(dim=1)
-    trainer = L.Trainer(
-        default_root_dir=root,
-        max_epochs=3,
-        accelerator="cpu",
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        **kw,
+def _fit(
+    root: Path, model: L.LightningModule, *callbacks: Callback, x: Tensor | None = None, **kw: Any
+) -> None:
+    """Three epochs on ``x`` (else ``_features()``) under a NonFiniteLocator and ``callbacks``."""
+    x = _features() if x is None else x
+    every = [NonFiniteLocator(), *callbacks]
+    trainer = quiet_trainer(
+        default_root_dir=root, max_epochs=3, accelerator="cpu", callbacks=every, **kw
     )
-    trainer.fit(model, DataLoader(TensorDataset(x, y), batch_size=BATCH))
+    trainer.fit(model, DataLoader(TensorDataset(x, x.sum(dim=1)), batch_size=BATCH))
 
 
 def _features() -> Float[Tensor, "batch feature"]:
@@ -91,7 +91,7 @@ def _features() -> Float[Tensor, "batch feature"]:
 def test_nan_from_a_submodule_is_named_with_its_input_range(tmp_path: Path) -> None:
     model = Tiny(poison_step=5)
     with pytest.raises(NonFiniteError) as caught:
-        _fit(tmp_path, model, _features(), callbacks=[NonFiniteLocator()])
+        _fit(tmp_path, model)
     report = str(caught.value)
     batch_path = tmp_path / "nonfinite_batch.pt"
     assert report.splitlines()[-1] == (
@@ -113,34 +113,34 @@ def test_last_checkpoint_before_the_nan_is_untouched_and_finite(tmp_path: Path) 
     checksum = ChecksumLastCheckpoint(last)
     saving = ModelCheckpoint(tmp_path / "checkpoints", every_n_train_steps=1, save_last=True)
     with pytest.raises(NonFiniteError):
-        callbacks = [NonFiniteLocator(), checksum, saving]
-        _fit(tmp_path, Tiny(poison_step=5), _features(), callbacks=callbacks)
+        _fit(tmp_path, Tiny(poison_step=5), checksum, saving)
     assert hashlib.sha256(last.read_bytes()).hexdigest() == checksum.digest
     restored = Tiny.load_from_checkpoint(last)
     assert all(parameter.isfinite().all() for parameter in restored.parameters())
     assert torch.load(last, weights_only=True)["global_step"] == 5
 
 
-def test_nan_in_the_data_is_blamed_on_the_batch(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("row", "value", "accumulate", "batch"),
+    [(BATCH + 3, math.nan, 1, 1), (2 * BATCH, math.inf, 2, 2)],
+    ids=["every step", "accumulated"],
+)
+def test_nan_in_the_data_is_blamed_on_the_batch(
+    tmp_path: Path, row: int, value: float, accumulate: int, batch: int
+) -> None:
+    """With two batches per optimizer step the check runs after batch 3; the bad value came
+    in batch 2, and the report says so."""
     x = _features()
-    x[BATCH + 3, 2] = math.nan  # batch 1 of every epoch
-    with pytest.raises(NonFiniteError, match=r"non-finite input data in batch 1 of epoch 0"):
-        _fit(tmp_path, Tiny(), x, callbacks=[NonFiniteLocator()])
-
-
-def test_accumulated_steps_blame_the_batch_that_went_bad(tmp_path: Path) -> None:
-    """With two batches per optimizer step the check runs after batch 3; the NaN was in 2."""
-    x = _features()
-    x[2 * BATCH, 0] = math.inf
-    with pytest.raises(NonFiniteError, match=r"non-finite input data in batch 2 of epoch 0"):
-        _fit(tmp_path, Tiny(), x, callbacks=[NonFiniteLocator()], accumulate_grad_batches=2)
+    x[row, 2] = value
+    with pytest.raises(NonFiniteError, match=f"non-finite input data in batch {batch} of epoch 0"):
+        _fit(tmp_path, Tiny(), x=x, accumulate_grad_batches=accumulate)
 
 
 def test_nan_born_in_backward_names_the_gradient(tmp_path: Path) -> None:
     model = Tiny()
     model.net[2] = SqrtOfZero()
     with pytest.raises(NonFiniteError) as caught:
-        _fit(tmp_path, model, _features(), callbacks=[NonFiniteLocator()])
+        _fit(tmp_path, model)
     report = str(caught.value)
     assert "the forward replay stayed finite" in report
     summary = "non-finite gradient in net.0.weight and 1 more in batch 0 of epoch 0"
@@ -164,7 +164,7 @@ class OutsideTheModule(Tiny):
 def test_a_nan_gradient_outside_the_module_still_stops_the_step(tmp_path: Path) -> None:
     """The check reads the optimizer's parameters, so it sees one the module does not hold."""
     with pytest.raises(NonFiniteError) as caught:
-        _fit(tmp_path, OutsideTheModule(), _features(), callbacks=[NonFiniteLocator()])
+        _fit(tmp_path, OutsideTheModule())
     report = str(caught.value)
     assert "parameters with non-finite gradients: a parameter outside the module" in report
     assert report.splitlines()[-1].startswith("non-finite gradient in a parameter outside")
@@ -179,8 +179,7 @@ class SqrtOfZero(nn.Module):
 
 def test_manual_optimization_lists_gradients_without_replay(tmp_path: Path) -> None:
     with pytest.raises(NonFiniteError) as caught:
-        model = Tiny(poison_step=2, manual=True)
-        _fit(tmp_path, model, _features(), callbacks=[NonFiniteLocator()])
+        _fit(tmp_path, Tiny(poison_step=2, manual=True))
     report = str(caught.value)
     assert "no forward replay" in report
     assert report.splitlines()[-1].startswith("non-finite loss in batch 2 of epoch 0")
@@ -188,24 +187,16 @@ def test_manual_optimization_lists_gradients_without_replay(tmp_path: Path) -> N
 
 
 def test_finite_training_never_fires(tmp_path: Path) -> None:
-    _fit(tmp_path, Tiny(), _features(), callbacks=[NonFiniteLocator()], enable_checkpointing=False)
+    _fit(tmp_path, Tiny(), enable_checkpointing=False)
     assert not list(tmp_path.glob("nonfinite_*"))
 
 
-def test_overflowing_gradient_norm_alone_is_no_alarm() -> None:
-    """A 2-norm of gradients near 1e30 is inf in float32; every entry is still finite."""
+@pytest.mark.parametrize("gradient", [1e30, None], ids=["overflowing norm", "no gradients"])
+def test_a_step_with_only_finite_gradients_is_no_alarm(gradient: float | None) -> None:
+    """A 2-norm of gradients near 1e30 is inf in float32, yet every entry is finite; and a
+    step may have nothing to norm (all parameters frozen, or an fp16 scaler hiding them)."""
     model = Tiny()
     for parameter in model.parameters():
-        parameter.grad = torch.full_like(parameter, 1e30)
-    trainer = L.Trainer(accelerator="cpu", logger=False)
+        parameter.grad = None if gradient is None else torch.full_like(parameter, gradient)
     optimizer = torch.optim.SGD(model.parameters())
-    NonFiniteLocator().on_before_optimizer_step(trainer, model, optimizer)
-
-
-def test_a_step_without_gradients_is_no_alarm() -> None:
-    """Nothing to norm (all parameters frozen, or an fp16 scaler hiding the gradients)."""
-    module = L.LightningModule()
-    module.layer = torch.nn.Linear(2, 1)
-    trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
-    optimizer = torch.optim.SGD(module.parameters())
-    NonFiniteLocator().on_before_optimizer_step(trainer, module, optimizer)
+    NonFiniteLocator().on_before_optimizer_step(quiet_trainer(accelerator="cpu"), model, optimizer)
