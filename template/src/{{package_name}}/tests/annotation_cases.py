@@ -3,10 +3,9 @@
 An annotation is a contract only if breaking it raises, and a hand-written test covers only
 the functions someone remembered. This module finds every callable that ``typechecked``
 wraps and builds valid arguments and, per tensor argument, arguments broken in one way that
-``annotation_reading.satisfied`` confirms are invalid (a trailing axis on the only ``*rest``
-argument stays valid, so is never expected to raise). A record argument (a dataclass or named
-tuple of annotated tensors) is built from its fields; another class by the constructor rule
-(:func:`build`), and one it cannot make fails the suite until ``CONSTRUCTORS`` has it.
+``annotation_reading.satisfied`` confirms are invalid. A record argument (a dataclass or
+named tuple of annotated tensors) is built from its fields; another class by the constructor
+rule (:func:`build`), and one it cannot make fails the suite until ``CONSTRUCTORS`` has it.
 """
 
 import ast
@@ -27,15 +26,14 @@ from .annotation_reading import allowed, axes, is_array, members, satisfied
 
 PACKAGE = __name__.split(".")[0]
 SIZES: dict[str, tuple[int, tuple[int, ...]]] = {"ones": (1, ()), "base": (3, (2,))}
-"""Valid cases: (size of every named axis, shape of every variadic group). One size for all
-named axes lets a module be built to match (its feature count is an axis too); ``ones`` is
-the size that broadcasting hides mistakes behind."""
-HIDDEN = (4,)  # the hidden layer sizes of a built module: one small layer is cheap to build
+"""(size of every named axis, shape of every variadic group). One size for all named axes
+lets a module be built to match; ``ones`` is the size that broadcasting hides mistakes behind."""
+HIDDEN = (4,)  # the hidden layer sizes of a built module
 SPACES: dict[str, tuple[str, Callable[[Any, int], object]]] = {
     "Discrete": ("int", lambda space, n: space(n)),
     "Box": ("float", lambda space, n: space(-1.0, 1.0, (n,))),
 }
-"""Gymnasium spaces by class name: the action dtype each implies, and how to make one."""
+"""Gymnasium spaces by class name: the action kind each implies, and how to make one."""
 CONSTRUCTORS: dict[str, Callable[[int, str], object]] = {}
 """``module.Class`` -> (size, kind) -> instance, for classes the rule cannot build. Empty
 while every typed class follows the rule."""
@@ -50,7 +48,7 @@ class Spec(NamedTuple):
 
 
 class Record(NamedTuple):
-    """A record argument to build: its class, and a :class:`Spec` (or value) per field."""
+    """A record argument: its class, and a :class:`Spec` (or value) per field."""
 
     kind: type
     fields: dict[str, Any]
@@ -102,7 +100,7 @@ def is_typechecked(obj: object) -> bool:
 
 
 def available_modules() -> list[types.ModuleType]:
-    """Every module of the package but its tests, less those missing an optional dependency."""
+    """The package's modules but its tests, less those missing an optional dependency."""
     root = Path(str(importlib.import_module(PACKAGE).__file__)).parent
     modules = []
     for path in sorted(root.rglob("*.py")):
@@ -153,7 +151,7 @@ def discover(modules: Sequence[types.ModuleType]) -> list[Target]:
 
 
 def parameters(function: Callable[..., Any]) -> list[tuple[inspect.Parameter, Any]]:
-    """Parameters after ``self`` with their resolved annotations."""
+    """Parameters after ``self``, with resolved annotations."""
     hints = typing.get_type_hints(function)
     listed = list(inspect.signature(function).parameters.values())
     skip = 1 if listed and listed[0].name == "self" else 0
@@ -195,7 +193,7 @@ def wrong_dtype(hint: object) -> torch.dtype | None:
 
 
 def is_record(hint: object) -> bool:
-    """A dataclass or named tuple with a tensor field: built from its fields' annotations."""
+    """A dataclass or named tuple with a tensor field."""
     if not isinstance(hint, type):
         return False
     named_tuple = issubclass(hint, tuple) and hasattr(hint, "_fields")
@@ -207,7 +205,7 @@ def is_record(hint: object) -> bool:
 
 
 def record_fields(record: type) -> dict[str, Any]:
-    """A record's fields, in order, with their resolved annotations."""
+    """A record's init fields, in order, with resolved annotations."""
     hints = typing.get_type_hints(record)
     names = (
         [field.name for field in dataclasses.fields(record) if field.init]
@@ -298,7 +296,8 @@ def arguments(case: Case) -> dict[str, Any]:
 
 
 def tensor(spec: Spec, device: str = "cpu") -> torch.Tensor:
-    """Values valid for any math: floats in (0.1, 1), integer zeros, bools with one True."""
+    """Values valid for any math: floats in (0.1, 1), integer zeros, bools with one True;
+    on ``meta``, shape and dtype only."""
     if device == "meta":
         return torch.empty(spec.shape, dtype=spec.dtype, device=device)
     if spec.dtype.is_floating_point:

@@ -3,14 +3,13 @@
 - **batch independence**: where an input and the output share ``batch``, changing sample
   ``j`` changes no other sample's output;
 - **pad invariance**: where a module takes a mask (a bool with a time axis, True at real
-  steps), changing the features at masked steps, or appending padding, changes no real
-  output;
+  steps), changing the features at masked steps, or appending padding, changes no real output;
 - **causality**: for a module built causal, changing step ``t`` changes nothing before it.
 
-Every typed method of an ``nn.Module`` is found by ``annotation_cases.discover`` and runs
-here, in float64 and eval mode, to 1e-6. A module is built by its one-line factory in
-``FACTORIES``; one without a factory fails, unless ``OPT_OUT`` states why it may not
-apply. Axis sizes are pairwise distinct (``SIZES``), so that no axis stands in for another.
+Every typed method of an ``nn.Module`` (``annotation_cases.discover``) runs here, in float64
+and eval mode, to 1e-6, on a module built by its factory in ``FACTORIES``; one without a
+factory fails unless ``OPT_OUT`` says why. Axis sizes are pairwise distinct (``SIZES``), so
+that no axis stands in for another.
 """
 
 import importlib
@@ -24,8 +23,6 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from ..core.attention import SelfAttention
-from ..core.nets import MLP, ScalarMLP
 from .annotation_cases import PACKAGE, available_modules, discover, members
 from .annotation_reading import axes, is_array
 
@@ -34,39 +31,26 @@ LENGTHS = torch.tensor([7, 3, 5, 1, 6])  # each sequence's real steps; one is ne
 TOLERANCE = 1e-6
 
 
-def _made(module: str, name: str, *args: Any, **kwargs: Any) -> nn.Module:
-    """``name`` from this package's ``module``, built: an example's class, imported by name
-    so that a project without that example still has this file."""
-    return getattr(importlib.import_module(f"{PACKAGE}.{module}"), name)(*args, **kwargs)
-
-
 def _space(name: str, *args: Any) -> Any:
     return getattr(importlib.import_module("gymnasium.spaces"), name)(*args)
 
 
-FACTORIES: dict[str, Callable[[], nn.Module]] = {
-    "core.nets.MLP": lambda: MLP(6, 4, (8,), "tanh"),
-    "core.nets.ScalarMLP": lambda: ScalarMLP(6, (8,), "tanh"),
-    "core.attention.SelfAttention": lambda: SelfAttention(6, 2),
-    "core.attention.SelfAttention/causal": lambda: SelfAttention(6, 2, causal=True),
-    "regression.module.RegressionModule": lambda: _made(
-        "regression.module", "RegressionModule", 6, (8,)
-    ),
-    "ppo.agent.ActorCritic": lambda: _made(
-        "ppo.agent", "ActorCritic", 6, _space("Discrete", 2), (8,)
-    ),
-    "ppo.agent.ActorCritic/box": lambda: _made(
-        "ppo.agent", "ActorCritic", 6, _space("Box", -1.0, 1.0, (2,)), (8,)
-    ),
-    "sequence.module.EncoderBlock": lambda: _made("sequence.module", "EncoderBlock", 6, 2),
-    "sequence.module.SequenceEncoder": lambda: _made(
-        "sequence.module", "SequenceEncoder", 6, 4, 8, 2, 1
-    ),
-    "sequence.module.SequenceClassifier": lambda: _made(
-        "sequence.module", "SequenceClassifier", 6, ["a", "b", "c", "d"], width=8, heads=2, layers=1
+FACTORIES: dict[str, Callable[[Any], nn.Module]] = {
+    "core.nets.MLP": lambda cls: cls(6, 4, (8,), "tanh"),
+    "core.nets.ScalarMLP": lambda cls: cls(6, (8,), "tanh"),
+    "core.attention.SelfAttention": lambda cls: cls(6, 2),
+    "core.attention.SelfAttention/causal": lambda cls: cls(6, 2, causal=True),
+    "regression.module.RegressionModule": lambda cls: cls(6, (8,)),
+    "ppo.agent.ActorCritic": lambda cls: cls(6, _space("Discrete", 2), (8,)),
+    "ppo.agent.ActorCritic/box": lambda cls: cls(6, _space("Box", -1.0, 1.0, (2,)), (8,)),
+    "sequence.module.EncoderBlock": lambda cls: cls(6, 2),
+    "sequence.module.SequenceEncoder": lambda cls: cls(6, 4, 8, 2, 1),
+    "sequence.module.SequenceClassifier": lambda cls: cls(
+        6, ["a", "b", "c", "d"], width=8, heads=2, layers=1
     ),
 }
-"""One line per typed module, at ``SIZES``; a module may have several (``/causal``)."""
+"""One line per typed module, at ``SIZES``; a module may have several (``/causal``). Each is
+given its class, imported by name so that a project without that example still has this file."""
 OPT_OUT: dict[str, str] = {}
 """``module.Class`` -> why batch independence and the rest cannot apply to it."""
 METHODS: dict[str, list[str]] = {}
@@ -135,7 +119,9 @@ def _call(built: str, method: str, steps: int = SIZES["time"]) -> tuple[nn.Modul
     """The module built, arguments that fit the first union member that runs, and outputs."""
     if built not in FACTORIES:
         pytest.fail(f"{built} has typed methods but no factory in FACTORIES (or OPT_OUT)")
-    module = FACTORIES[built]().double().eval()
+    module_name, _, class_name = built.partition("/")[0].rpartition(".")
+    kind = getattr(importlib.import_module(f"{PACKAGE}.{module_name}"), class_name)
+    module = FACTORIES[built](kind).double().eval()
     function = getattr(type(module), method).__wrapped__
     errors = []
     for member in range(3):

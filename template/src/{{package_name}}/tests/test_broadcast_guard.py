@@ -39,8 +39,8 @@ STRETCHING: dict[str, tuple[Callable[[], object], str, str]] = {
     "torch.sub": (lambda: torch.sub(FLAT, COLUMN), "torch.sub", "(5,) and (5, 1)"),
     "torch.mul": (lambda: torch.mul(COLUMN, FLAT), "torch.mul", "(5, 1) and (5,)"),
     "torch.where": (lambda: torch.where(FLAT > 0, COLUMN, 0.0), "torch.where", "(5,) and (5, 1)"),
-    "F.mse_loss": (lambda: F.mse_loss(COLUMN, FLAT), "mse_loss", "(5, 1) and (5,)"),
-    "nn.L1Loss": (lambda: torch.nn.L1Loss()(FLAT, COLUMN), "l1_loss", "(5,) and (5, 1)"),
+    "F.mse_loss": (lambda: F.mse_loss(FLAT, COLUMN), "mse_loss", "(5,) and (5, 1)"),
+    "nn.L1Loss": (lambda: torch.nn.L1Loss()(COLUMN, FLAT), "l1_loss", "(5, 1) and (5,)"),
     "Normal.log_prob": (
         lambda: torch.distributions.Normal(COLUMN, 1.0).log_prob(FLAT),
         "sub",
@@ -193,19 +193,6 @@ def test_callback_knows_the_modules_grid_and_mask_buffers_made_before_it_armed()
     callback = BroadcastGuardCallback(steps=3)
     _fit(_MaskedScores(), callback)
     assert callback.guarded == 3
-
-
-@pytest.mark.no_broadcast_guard
-def test_mark_grid_makes_a_tensor_from_before_the_guard_a_grid() -> None:
-    """Provenance is seen only while a guard is on (the audit starts its guard first), so a
-    grid made before it counts as data until marked."""
-    pos = torch.arange(N)
-    with pytest.raises(BroadcastError), BroadcastGuard():
-        _ = rearrange(pos, "k -> 1 k") - rearrange(pos, "q -> q 1")
-    assert broadcast.mark_grid(pos) is pos
-    with BroadcastGuard():
-        relative = rearrange(pos, "k -> 1 k") - rearrange(pos, "q -> q 1")
-        assert relative.shape == (N, N)
 
 
 def test_broadcast_module_imports_only_torch_and_the_standard_library() -> None:
@@ -404,12 +391,20 @@ def test_attention_patterns_of_widely_used_code_pass() -> None:
         assert (slopes * rearrange(_distance(T), "q k -> 1 q k")).shape == (4, T, T)
 
 
-@pytest.mark.no_broadcast_guard  # about a tensor made outside any guard
-def test_a_modules_float_buffer_made_before_the_guard_is_a_constant() -> None:
-    slopes = torch.tensor(_alibi_slopes(4)).mul(1.0)  # made outside the guard: data so far
+@pytest.mark.no_broadcast_guard  # about tensors made outside any guard
+def test_marking_excuses_a_grid_or_a_float_buffer_made_before_the_guard() -> None:
+    """Provenance is seen only while a guard is on (the audit starts its guard first), so a
+    grid or a module's float buffer made before it counts as data until marked."""
+    positions = torch.arange(N)
+    slopes = torch.tensor(_alibi_slopes(4)).mul(1.0)
+    with pytest.raises(BroadcastError), BroadcastGuard():
+        _ = rearrange(positions, "k -> 1 k") - rearrange(positions, "q -> q 1")
     with pytest.raises(BroadcastError), BroadcastGuard():
         _ = rearrange(slopes, "h -> h 1 1") * rearrange(_distance(T), "q k -> 1 q k")
+    assert broadcast.mark_grid(positions) is positions
     with BroadcastGuard():
+        relative = rearrange(positions, "k -> 1 k") - rearrange(positions, "q -> q 1")
+        assert relative.shape == (N, N)
         marked = rearrange(broadcast.mark_constant(slopes), "h -> h 1 1")
         _ = marked * rearrange(_distance(T), "q k -> 1 q k")
 

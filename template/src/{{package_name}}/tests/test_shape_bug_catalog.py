@@ -1,19 +1,18 @@
 """The cells of docs/shape_bugs.md that no other test proves: for each failure mode, which
 defence catches it, and (where a defence cannot) that it really misses, so the page never
-claims more than the code does."""
+claims more than the code does. The last test checks that every test the page cites exists."""
 
 import re
 from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 from einops import EinopsError, rearrange
 from jaxtyping import TypeCheckError
 from torch.distributions import Normal
 
-from ..core.broadcast import BroadcastError, BroadcastGuard
-from ..core.losses import masked_mean, mse_loss
+from ..core.broadcast import BroadcastGuard
+from ..core.losses import mse_loss
 from ..core.nets import ScalarMLP
 from ..core.shapes import Float, Tensor, typechecked
 from .project import DOCS
@@ -25,11 +24,6 @@ SHORT_NAMES = {"catalog": "test_shape_bug_catalog.py", "guard": "test_broadcast_
 SHORT_NAMES |= {"masks": "test_masks.py"}
 
 
-def _surrogate(log_ratio, advantages):
-    """Untyped policy-gradient term, as it is often written inline."""
-    return -(log_ratio.exp() * advantages).mean()
-
-
 @typechecked
 def _log_likelihood(
     mean: Float[Tensor, " batch"], action: Float[Tensor, " batch"]
@@ -38,31 +32,9 @@ def _log_likelihood(
     return Normal(mean, 1.0).log_prob(action)
 
 
-def test_seed_loss_in_untyped_code_is_caught_by_the_guard() -> None:
-    with pytest.raises(BroadcastError, match="mse_loss"), BroadcastGuard():
-        F.mse_loss(torch.randn(N), torch.randn(N, 1))
-
-
-def test_column_advantages_in_untyped_code_are_caught_by_the_guard() -> None:
-    with pytest.raises(BroadcastError, match=r"\(6,\) and \(6, 1\)"), BroadcastGuard():
-        _surrogate(torch.randn(N), torch.randn(N, 1))
-
-
-def test_critic_column_against_returns_is_caught_by_the_guard() -> None:
-    values, returns = torch.randn(N, 1), torch.randn(N)
-    with pytest.raises(BroadcastError), BroadcastGuard():
-        ((values - returns) ** 2).mean()
-
-
 def test_critic_column_is_refused_by_the_annotation() -> None:
     with pytest.raises(TypeCheckError, match="prediction"):
         mse_loss(torch.randn(N, 1), torch.randn(N))
-
-
-def test_mask_on_the_wrong_axis_is_refused_by_the_annotation() -> None:
-    values = torch.randn(N, T)
-    with pytest.raises(TypeCheckError):
-        masked_mean(values, torch.ones(N, 1, dtype=torch.bool))
 
 
 def test_mask_on_the_wrong_axis_is_missed_by_the_guard_when_one_side_fits() -> None:
@@ -113,14 +85,6 @@ def test_einops_column_mean_gives_one_log_prob_per_row() -> None:
 def test_outer_broadcast_is_refused_by_the_annotation() -> None:
     with pytest.raises(TypeCheckError):
         mse_loss(torch.randn(N, 1), torch.randn(1, N))
-
-
-def test_outer_broadcast_is_caught_by_the_guard_and_einsum_is_allowed() -> None:
-    column, row = torch.randn(N, 1), torch.randn(1, N)
-    with BroadcastGuard():
-        assert torch.einsum("i,j->ij", column[:, 0], row[0]).shape == (N, N)
-        with pytest.raises(BroadcastError):
-            _ = column * row
 
 
 def test_nan_from_a_layer_passes_annotation_and_guard() -> None:

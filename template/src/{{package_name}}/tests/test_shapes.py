@@ -12,13 +12,6 @@ from ..core.nets import MLP, ScalarMLP
 from ..core.shapes import Float, Tensor, checks_disabled, compiled, typechecked
 
 
-@typechecked
-def _first_rows(x: Float[Tensor, " batch"], rows: float) -> Float[Tensor, " batch"]:
-    """Returns fewer rows than it gets when ``rows`` is short: a result whose shape the
-    arguments' signature (a float is remembered by type only) does not predict."""
-    return x[: int(rows)]
-
-
 def test_each_new_signature_is_checked_after_the_cache_is_warm() -> None:
     for batch in (256, 256, 37, 1):  # full batches, the last partial batch, batch size 1
         mse_loss(torch.randn(batch), torch.randn(batch))
@@ -31,26 +24,26 @@ def test_each_new_signature_is_checked_after_the_cache_is_warm() -> None:
 
 
 def test_a_remembered_signature_with_a_new_result_shape_is_checked_again() -> None:
-    x = torch.randn(6)
-    assert _first_rows(x, 6.0).shape == (6,)
-    assert _first_rows(x, 6.0).shape == (6,)
-    with pytest.raises(TypeCheckError, match="return"):
-        _first_rows(x, 2.0)
-
-
-def test_a_new_result_shape_is_checked_without_running_twice() -> None:
-    """Nor does a remembered signature run the function twice."""
+    """A float is remembered by its type only, so the arguments' signature does not predict
+    the result's shape: a new one is checked in full, without running the function twice."""
     calls = []
+
+    @typechecked
+    def first_rows(x: Float[Tensor, " batch"], rows: float) -> Float[Tensor, " batch"]:
+        return x[: int(rows)]
 
     @typechecked
     def rows_where(x: Float[Tensor, " batch"], limit: float) -> Float[Tensor, " selected"]:
         calls.append(1)
         return x[x < limit]
 
-    x = torch.arange(4.0)
+    x = torch.arange(6.0)
+    assert first_rows(x, 6.0).shape == first_rows(x, 6.0).shape == (6,)
+    with pytest.raises(TypeCheckError, match="return"):
+        first_rows(x, 2.0)
     rows_where(x, 10.0)
     rows_where(x, 10.0)
-    assert rows_where(x, 1.5).shape == (2,)  # known arguments' signature, new result shape
+    assert rows_where(x, 1.5).shape == (2,)
     assert len(calls) == 3
 
 
@@ -66,11 +59,18 @@ class _Columns(torch.nn.Module):
         return x.sum(dim=-1)
 
 
-def test_annotation_reading_values_is_checked_every_call() -> None:
-    x = torch.randn(2, 4)
-    _Columns(4)(x)
+def test_annotations_reading_values_are_checked_every_call() -> None:
+    @typechecked
+    def row_sums(x: Float[Tensor, "batch {columns}"], columns: int) -> Float[Tensor, " batch"]:
+        return x.sum(dim=-1)
+
+    x = torch.randn(2, 3)
+    _Columns(3)(x)
+    row_sums(x, 3)
     with pytest.raises(TypeCheckError):
-        _Columns(3)(x)
+        _Columns(4)(x)
+    with pytest.raises(TypeCheckError):
+        row_sums(x, 4)
 
 
 def test_a_step_counter_is_one_signature(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -122,17 +122,6 @@ def test_a_literal_result_is_checked_per_value() -> None:
     assert parity(2) == "even"
     with pytest.raises(TypeCheckError, match="return"):
         parity(0)
-
-
-def test_an_axis_expression_reading_an_int_is_checked_for_each_value() -> None:
-    @typechecked
-    def row_sums(x: Float[Tensor, "batch {columns}"], columns: int) -> Float[Tensor, " batch"]:
-        return x.sum(dim=-1)
-
-    x = torch.randn(2, 3)
-    row_sums(x, 3)
-    with pytest.raises(TypeCheckError):
-        row_sums(x, 4)
 
 
 Small = TypeVar("Small", bound=Literal[1, 2])
