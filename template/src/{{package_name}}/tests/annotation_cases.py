@@ -56,13 +56,13 @@ class Record(NamedTuple):
 
 @dataclass(frozen=True)
 class Target:
-    """One typed callable: a function, a method of ``owner``, or a class to construct."""
+    """One typed callable: a function, a method of ``owner``, or a class to construct.
+    ``function`` is unwrapped (the cases come from its signature and annotations); ``typed``
+    is the decorated function or class to call, None for a method (bound on an instance)."""
 
     name: str
     function: Callable[..., Any]
-    """The unwrapped function: its signature and annotations are what the cases come from."""
     typed: Any = None
-    """The decorated function or class to call; None for a method (bound on an instance)."""
     owner: type | None = None
 
 

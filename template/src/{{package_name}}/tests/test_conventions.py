@@ -99,7 +99,6 @@ def test_source_tree_has_no_forbidden_reshapes() -> None:
     assert not found, "\n".join(found)
 
 
-# Importing the package installs no warning or logging filter of its own.
 IMPORT_EVERY_MODULE = f"""
 import importlib, logging, pkgutil, warnings
 

@@ -1,7 +1,6 @@
 """Masks and attention: one polarity (``keep`` means attend), broadcast axes named ``1``,
 parity with ``nn.MultiheadAttention``, and zeros, not NaN, where nothing is real."""
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -152,12 +151,6 @@ def forward(self, x, keep=None):
 """
 
 
-def _planted(source: str) -> Callable[..., torch.Tensor]:
-    namespace: dict[str, Any] = {"attend": attend}
-    exec(compile(source, "<planted bug>", "exec"), namespace)
-    return namespace["forward"]
-
-
 def test_bug_3_the_wrong_triangle_is_caught_by_the_causality_check(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -172,7 +165,9 @@ def test_bug_3_the_wrong_triangle_is_caught_by_the_causality_check(
 
 def test_bug_6_heads_split_by_view_without_a_transpose(monkeypatch: pytest.MonkeyPatch) -> None:
     assert forbidden_reshapes(BUG_6_SPLIT)  # the convention test refuses .view in the source
-    planted = _planted(BUG_6_SPLIT)
+    namespace: dict[str, Any] = {"attend": attend}
+    exec(compile(BUG_6_SPLIT, "<planted bug>", "exec"), namespace)
+    planted = namespace["forward"]
     planted.__wrapped__ = SelfAttention.forward.__wrapped__  # pyright: ignore  # its arguments
     monkeypatch.setattr(SelfAttention, "forward", planted)
     assert behaviour.pad_invariance("core.attention.SelfAttention", "forward")
