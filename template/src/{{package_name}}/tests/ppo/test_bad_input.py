@@ -1,7 +1,6 @@
 """Bad PPO input is refused before training, in one line: ``error: <what is wrong>``, exit
-status 2, no traceback. Each row of ``ROWS`` is one mistake and the pattern of that line;
-one row also runs the real command line. A shape error during training is no user's
-mistake: it keeps its traceback (and Python's exit status 1)."""
+status 2, no traceback. Each row of ``ROWS`` is one mistake and the pattern of that line. A
+shape error during training is no user's mistake: it keeps its traceback."""
 
 import re
 from pathlib import Path
@@ -110,8 +109,7 @@ def test_command_line_exits_2_naming_the_env_id_last(tmp_path: Path) -> None:
 def test_shape_error_in_training_keeps_its_traceback(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """A column of advantages reaches the typed surrogate loss, which raises: the error
-    leaves the command line as itself (a traceback and exit status 1), not as a user's."""
+    """A column of advantages reaches the typed surrogate loss: its error leaves ``main``."""
     normalize = ppo_module.normalize_advantages
     monkeypatch.setattr(
         ppo_module,

@@ -10,8 +10,8 @@ import torch
 from jaxtyping import TypeCheckError
 
 from ...ppo.agent import ActorCritic
-from ..project import CONFIGS, fit_summary
-from .test_ppo import QUIET, _fit
+from ..project import CONFIGS, QUIET, fit_summary
+from .test_ppo import _fit
 
 QUICK = [
     "--model.total_env_steps=2048",

@@ -1,9 +1,6 @@
-"""``ppo.enjoy`` replays a checkpoint: by default with the training run's own evaluation
-seed and episode count, so its greedy figures are the run's final ``eval_return_mean`` and
-``eval_return_min`` exactly.
-
-The checkpoint (``trained``, in this folder's conftest) has an evaluation seed and episode
-count of its own, not the defaults, so the test proves they come from the file."""
+"""``ppo.enjoy`` replays a checkpoint, by default with the run's own evaluation seed and
+episode count (``trained``'s are not the defaults, so they must come from the file): its
+greedy figures are the run's final ``eval_return_mean`` and ``eval_return_min`` exactly."""
 
 import json
 import re
@@ -43,7 +40,7 @@ def _truncated(root: Path, folder: Path) -> Path:
     return path
 
 
-def _regression_like(root: Path, folder: Path) -> Path:
+def _regression_like(folder: Path) -> Path:
     path = folder / "regression.ckpt"
     hyperparameters = {"learning_rate": 1e-3, "weight_decay": 0.0}
     torch.save(
@@ -96,7 +93,7 @@ def _args(row: str, trained: Path, folder: Path) -> list[str]:
         "root": str(trained),
         "dir": str(folder),
         "truncated": str(_truncated(trained, folder)),
-        "regression": str(_regression_like(trained, folder)),
+        "regression": str(_regression_like(folder)),
     }
     return [argument.format(**paths) for argument in ROWS[row][0]]
 

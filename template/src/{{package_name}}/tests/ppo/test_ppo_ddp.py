@@ -6,8 +6,6 @@ second process by rerunning the command line. The resumed run is in this process
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +13,8 @@ import torch
 
 from ...ppo import PPOModule
 from ...ppo.__main__ import main
-from ..project import child_environment, refusal
-from .test_ppo import QUIET
+from ..project import QUIET, refusal, run_example
 
-PACKAGE = __name__.partition(".")[0]
 ROLLOUT = 4 * 32  # env steps of one process's rollout
 TINY = [
     "--model.num_envs=4",
@@ -33,17 +29,9 @@ TINY = [
 def _args(root: Path, *extra: str) -> list[str]:
     """A fit on the CLI's defaults (no config file, so an installed package runs it too),
     logged to CSV so that the logged env steps can be read back."""
-    return [
-        "fit",
-        "--seed_everything=0",
-        f"--trainer.default_root_dir={root}",
-        "--trainer.accelerator=cpu",
-        "--trainer.logger=CSVLogger",
-        f"--trainer.logger.save_dir={root}",
-        *TINY,
-        *QUIET,
-        *extra,
-    ]
+    folders = [f"--trainer.default_root_dir={root}", f"--trainer.logger.save_dir={root}"]
+    trainer = ["--trainer.accelerator=cpu", "--trainer.logger=CSVLogger", *folders, *QUIET]
+    return ["fit", "--seed_everything=0", *trainer, *TINY, *extra]
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -59,12 +47,12 @@ def _logged(root: Path, name: str) -> dict[int, float]:
 
 @pytest.mark.slow
 def test_ddp_ranks_collect_different_rollouts_and_count_steps_globally(tmp_path: Path) -> None:
-    env = child_environment({"OMP_NUM_THREADS": "1"})
     ddp = ["--trainer.strategy=ddp", "--trainer.devices=2", "--model.total_env_steps=1024"]
-    command = [sys.executable, "-m", f"{PACKAGE}.ppo", *_args(tmp_path, *ddp)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    returncode, lines = run_example(
+        "ppo", _args(tmp_path, *ddp), tmp_path, {"OMP_NUM_THREADS": "1"}
+    )
     # A run whose processes ended with different parameters raises at its end.
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert returncode == 0, "\n".join(lines[-30:])
 
     (summary_path,) = tmp_path.rglob("summary.json")
     summary = json.loads(summary_path.read_text())

@@ -41,20 +41,19 @@ def test_loss_takes_the_record_at_any_batch_size(batch: int) -> None:
     assert torch.isfinite(statistics).all()
 
 
+WRONG_SHAPES = {
+    "column": lambda field: rearrange(field, "batch -> batch 1"),
+    # observations, the first field, sets batch; a later field that disagrees is named.
+    "one_row_too_many": lambda field: torch.cat([field, field[:1]]),
+}
+
+
 @pytest.mark.parametrize("batch", [1, 5])
 @pytest.mark.parametrize("name", PER_ROW)
-def test_a_column_field_is_refused_naming_it(name: str, batch: int) -> None:
+@pytest.mark.parametrize("wrong", WRONG_SHAPES)
+def test_a_field_of_the_wrong_shape_is_refused_naming_it(name: str, batch: int, wrong: str) -> None:
     columns = _columns(batch)
-    columns[name] = rearrange(columns[name], "batch -> batch 1")
-    with pytest.raises(TypeCheckError, match=f"parameter '{name}'"):
-        Samples(**columns)
-
-
-@pytest.mark.parametrize("name", PER_ROW)
-def test_a_field_with_one_row_too_many_is_refused_naming_it(name: str) -> None:
-    """``observations``, the first field, sets ``batch``; a later one that disagrees is named."""
-    columns = _columns(5)
-    columns[name] = torch.cat([columns[name], columns[name][:1]])
+    columns[name] = WRONG_SHAPES[wrong](columns[name])
     with pytest.raises(TypeCheckError, match=f"parameter '{name}'"):
         Samples(**columns)
 

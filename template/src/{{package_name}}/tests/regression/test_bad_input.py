@@ -170,11 +170,6 @@ def _args(tmp_path: Path, row: str) -> list[str]:
     return run + [flag.format(dir=tmp_path) for flag in flags]
 
 
-def last_error_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """The one ``error:`` line that ``main(args)`` ends with, exiting with status 2."""
-    return refusal(capsys, lambda: main(args))
-
-
 @pytest.mark.parametrize("row", [row for row in ROWS if _data_options(row) is not None])
 def test_bad_table_is_refused_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], row: str
@@ -194,7 +189,7 @@ def test_bad_table_is_refused_in_one_line(
 def test_bad_input_is_refused_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], row: str
 ) -> None:
-    line = last_error_line(_args(tmp_path, row), capsys)
+    line = refusal(capsys, lambda: main(_args(tmp_path, row)))
     assert re.search(ROWS[row][2], line), line
     assert not (tmp_path / "run").exists()
 

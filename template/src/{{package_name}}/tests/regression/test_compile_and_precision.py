@@ -9,8 +9,8 @@ import torch
 from jaxtyping import TypeCheckError
 
 from ...regression import RegressionModule
-from ..project import fit_summary
-from .test_regression import CONFIG, QUICK, QUIET, _fit
+from ..project import QUIET, fit_summary
+from .test_regression import CONFIG, QUICK, _fit
 
 
 @pytest.mark.slow

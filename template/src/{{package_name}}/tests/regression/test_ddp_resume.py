@@ -21,19 +21,14 @@ import torch
 from ...core.metrics import mean_absolute_error, r2_score
 from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
-from ..project import child_environment
+from ..project import PACKAGE, QUIET, child_environment
 
-PACKAGE = __name__.partition(".")[0]
 DATA = ["--data.synthetic_samples=2045", "--data.batch_size=128"]  # 409 validation rows
 MODEL = ["--model.hidden_sizes=[64, 64]", "--model.learning_rate=0.02"]
-QUIET = [
-    "--trainer.enable_progress_bar=false",
-    "--trainer.enable_model_summary=false",
-    "--trainer.num_sanity_val_steps=0",
-]
+TRAINER = ["--trainer.accelerator=cpu", "--trainer.num_sanity_val_steps=0", *QUIET]
 DDP = ["--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"]
 # A fit on the CLI's defaults (no config file, so an installed package runs it too).
-FIT = ["fit", "--seed_everything=0", "--trainer.accelerator=cpu", *DATA, *MODEL, *QUIET]
+FIT = ["fit", "--seed_everything=0", *DATA, *MODEL, *TRAINER]
 
 pytestmark = pytest.mark.slow  # every test here runs the CLI in child processes
 

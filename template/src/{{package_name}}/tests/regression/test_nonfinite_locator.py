@@ -3,8 +3,6 @@ run with a report naming the layer, and the last good checkpoint survives."""
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import lightning as L
@@ -14,10 +12,9 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from ...regression import RegressionData, RegressionModule
 from ...run.guards import NonFiniteError, NonFiniteLocator
-from ..project import CONFIGS, child_environment
+from ..project import CONFIGS, PACKAGE, run_example
 
 CONFIG = CONFIGS / "regression.yaml"
-PACKAGE = RegressionModule.__module__.split(".")[0]
 SAMPLES = 1280  # four training steps of 256 rows per epoch
 
 
@@ -95,17 +92,13 @@ def test_cli_exits_1_with_its_traceback_and_one_line_summary_last(tmp_path: Path
         {"class_path": f"{PACKAGE}.run.guards.NonFiniteLocator"},
         {"class_path": f"{__name__}.ExplodeLayer", "init_args": {"step": 6}},
     ]
-    command = [sys.executable, "-m", f"{PACKAGE}.regression", "fit", "--config", str(CONFIG)]
-    command += [f"--trainer.default_root_dir={tmp_path}", "--trainer.max_epochs=3"]
-    command += ["--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false"]
-    command += [f"--data.synthetic_samples={SAMPLES}"]
-    command += [f"--trainer.callbacks+={json.dumps(each)}" for each in callbacks]
-    run = subprocess.run(
-        command, capture_output=True, text=True, env=child_environment(), timeout=120
-    )
-    assert run.returncode == 1, run.stderr[-3000:]
-    assert "Traceback" in run.stderr
-    last_line = run.stderr.strip().splitlines()[-1]
-    assert last_line.startswith("non-finite output first at net.layers.2 (Linear) in batch 2"), (
-        run.stderr[-3000:]
+    args = ["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path}"]
+    args += ["--trainer.max_epochs=3", "--trainer.limit_val_batches=1"]
+    args += ["--trainer.enable_progress_bar=false", f"--data.synthetic_samples={SAMPLES}"]
+    args += [f"--trainer.callbacks+={json.dumps(each)}" for each in callbacks]
+    returncode, lines = run_example("regression", args, tmp_path)
+    assert returncode == 1, "\n".join(lines[-30:])
+    assert any(line.startswith("Traceback") for line in lines)
+    assert lines[-1].startswith("non-finite output first at net.layers.2 (Linear) in batch 2"), (
+        "\n".join(lines[-30:])
     )

@@ -2,6 +2,7 @@
 every input row and column plus the prediction in the target's units, and a file of a
 million rows is read in chunks."""
 
+import json
 import subprocess
 import sys
 import warnings
@@ -13,8 +14,7 @@ import torch
 
 from ...regression import RegressionModule
 from ...regression.__main__ import main
-from ..project import CONFIGS, child_environment
-from .test_bad_input import last_error_line
+from ..project import CONFIGS, PACKAGE, child_environment, refusal
 
 CONFIG = CONFIGS / "regression.yaml"
 TINY = ["--model.hidden_sizes=[8]", "--trainer.max_epochs=2", "--trainer.enable_progress_bar=false"]
@@ -51,6 +51,8 @@ def _predict(checkpoint: Path, csv: Path, root: Path, *extra: str) -> list[Path]
 
 
 def test_checkpoint_holds_the_encoding_in_built_in_types(checkpoint: Path) -> None:
+    (summary,) = checkpoint.parents[1].rglob("summary.json")
+    assert json.loads(summary.read_text())["val_r2"] is not None
     hyperparameters = torch.load(checkpoint, weights_only=True)["hyper_parameters"]
     assert list(hyperparameters["feature_columns"]) == ["a", "city", "b"]
     assert sorted(hyperparameters["categories"]["city"]) == ["Lyon", "Nice", "Paris"]
@@ -103,14 +105,14 @@ def test_predict_refuses_a_file_without_a_feature_column(
     csv = tmp_path / "new.csv"
     csv.write_text("a,b\n1,2\n")
     args = _predict_args(checkpoint, csv, tmp_path)
-    line = last_error_line(args, capsys)
+    line = refusal(capsys, lambda: main(args))
     assert line.endswith("new.csv: no column 'city'; the model reads ['a', 'city', 'b']"), line
     csv.write_text("a,b,city\n1,2,Paris\noops,1,Lyon\n")
-    line = last_error_line(args, capsys)
+    line = refusal(capsys, lambda: main(args))
     assert line.endswith("new.csv: data row 2: column 'a' has 'oops', not a number"), line
-    line = last_error_line(args[:-1], capsys)
+    line = refusal(capsys, lambda: main(args[:-1]))
     assert line == "error: predict reads --data.predict_csv FILE: name the CSV to predict"
-    line = last_error_line([*args[:-1], f"--data.predict_csv={tmp_path / 'no.csv'}"], capsys)
+    line = refusal(capsys, lambda: main([*args[:-1], f"--data.predict_csv={tmp_path / 'no.csv'}"]))
     assert line.endswith("no.csv: no such file"), line
 
 
@@ -141,10 +143,9 @@ def test_a_million_rows_are_predicted_in_chunks(checkpoint: Path, tmp_path: Path
         handle.write("a,b,city\n")
         for _ in range(1000):
             handle.write(block)
-    package = RegressionModule.__module__.split(".")[0]
     args = _predict_args(checkpoint, csv, tmp_path, "--trainer.logger=false")
     done = subprocess.run(
-        [sys.executable, "-c", CHILD.replace("PACKAGE", package), *args],
+        [sys.executable, "-c", CHILD.replace("PACKAGE", PACKAGE), *args],
         env=child_environment({"OMP_NUM_THREADS": "1"}),
         capture_output=True,
         text=True,

@@ -13,7 +13,7 @@ from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
 from ...regression.module import Column
 from ...run.guards import BroadcastGuardCallback
-from ..project import CONFIGS, fit_summary, refusal
+from ..project import CONFIGS, QUIET, fit_summary, refusal
 from .test_nonfinite_locator import SAMPLES, _model, _trainer
 
 CONFIG = CONFIGS / "regression.yaml"
@@ -22,7 +22,6 @@ QUICK = [
     "--trainer.limit_train_batches=3",
     "--trainer.limit_val_batches=2",
 ]
-QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
 
 
 def _fit(root: Path, *extra: str) -> dict:
@@ -70,21 +69,6 @@ def test_column_target_in_training_step_raises_naming_target() -> None:
         module.training_step((x, rearrange(y, "batch -> batch 1")), 0)
 
 
-@pytest.mark.cli
-def test_csv_trains_on_numeric_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    generator = torch.Generator().manual_seed(0)
-    path = tmp_path / "houses.csv"
-    lines = ["id,a,b,price"]
-    for index in range(60):
-        a, b = torch.randn(2, generator=generator).tolist()
-        lines.append(f"row{index},{a},{b},{3 * a - b}")
-    path.write_text("\n".join(lines) + "\n")
-    summary = _fit(tmp_path / "run", *QUICK, f"--data.csv_path={path}", "--data.target=price")
-    assert summary["val_r2"] is not None
-    data = RegressionData(csv_path=path, target="price")
-    assert data.num_features == 2
-
-
 def test_target_statistics_come_from_training_split(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     path.write_text("x,y\n" + "".join(f"{i},{float(i)}\n" for i in range(50)))
@@ -113,8 +97,7 @@ def test_default_config_reaches_r2_of_095(tmp_path: Path) -> None:
 def test_schedule_without_a_length_is_refused_in_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    args = ["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path}", *QUIET]
-    line = refusal(capsys, lambda: main([*args, "--trainer.max_epochs=-1"]))
+    line = refusal(capsys, lambda: _fit(tmp_path, "--trainer.max_epochs=-1"))
     assert line == (
         "error: the cosine schedule needs a length: set --trainer.max_epochs or --trainer.max_steps"
     )
