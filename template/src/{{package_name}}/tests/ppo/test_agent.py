@@ -16,8 +16,6 @@ from ...ppo.agent import ActorCritic
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
 @pytest.mark.parametrize("batch", [1, 5])
 def test_discrete_evaluate_matches_a_categorical(batch: int, dtype: torch.dtype) -> None:
-    """The ``log_softmax`` path gives a ``Categorical``'s log-probabilities, entropies and
-    gradients, row by row, on a policy far from uniform; an action out of range raises."""
     torch.manual_seed(0)
     agent = ActorCritic(4, gym.spaces.Discrete(3), (8,))
     for weight in agent.actor.parameters():

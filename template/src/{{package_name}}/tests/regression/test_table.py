@@ -10,23 +10,27 @@ from ...regression import RegressionData
 from ...run.errors import UserError
 
 
+def _read(tmp_path: Path, text: str, **options: object) -> RegressionData:
+    (tmp_path / "t.csv").write_text(text)
+    return RegressionData(csv_path=tmp_path / "t.csv", **options)  # type: ignore[arg-type]
+
+
+def _features(data: RegressionData) -> torch.Tensor:
+    return torch.cat([data.train_set.tensors[0], data.val_set.tensors[0]])
+
+
 def test_semicolons_thousands_and_decimal_commas_are_read(tmp_path: Path) -> None:
-    path = tmp_path / "t.csv"
-    path.write_text('area;price\n"1.234,5";10\n2,25;20\n3;30\n4;40\n')
-    data = RegressionData(csv_path=path, target="price", sep=";", thousands=".", decimal=",")
-    rows = torch.cat([data.train_set.tensors[0], data.val_set.tensors[0]])
-    assert sorted(rows[:, 0].tolist()) == pytest.approx([2.25, 3.0, 4.0, 1234.5])
+    text = 'area;price\n"1.234,5";10\n2,25;20\n3;30\n4;40\n'
+    data = _read(tmp_path, text, target="price", sep=";", thousands=".", decimal=",")
+    assert sorted(_features(data)[:, 0].tolist()) == pytest.approx([2.25, 3.0, 4.0, 1234.5])
 
 
 def test_drop_counts_rows_and_the_line_names_what_was_left_out(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = tmp_path / "t.csv"
-    path.write_text(
-        "id,a,city,y\nr1,1,Paris,2\nr2,NA,Lyon,3\nr3,3,Nice,\nr4,4,Paris,5\nr5,5,Nice,6\n"
-    )
+    text = "id,a,city,y\nr1,1,Paris,2\nr2,NA,Lyon,3\nr3,3,Nice,\nr4,4,Paris,5\nr5,5,Nice,6\n"
     with caplog.at_level("INFO"):
-        data = RegressionData(csv_path=path, target="y", missing="drop", categorical=["city"])
+        data = _read(tmp_path, text, target="y", missing="drop", categorical=["city"])
     (line,) = [record.message for record in caplog.records if "t.csv: read" in record.message]
     assert "read 5 rows, dropped 2 with missing cells" in line
     assert "left out: id (text: 'r1' in data row 1)" in line
@@ -36,37 +40,30 @@ def test_drop_counts_rows_and_the_line_names_what_was_left_out(
 
 
 def test_levels_past_max_levels_encode_as_zeros(tmp_path: Path) -> None:
-    path = tmp_path / "t.csv"
     cities = ["A"] * 6 + ["B"] * 4 + ["C", "D"]
-    path.write_text("city,y\n" + "".join(f"{c},{i}\n" for i, c in enumerate(cities)))
-    data = RegressionData(csv_path=path, target="y", categorical=["city"], max_levels=2)
+    text = "city,y\n" + "".join(f"{c},{i}\n" for i, c in enumerate(cities))
+    data = _read(tmp_path, text, target="y", categorical=["city"], max_levels=2)
     assert data.categories == {"city": ["A", "B"]}
-    rows = torch.cat([data.train_set.tensors[0], data.val_set.tensors[0]])
+    rows = _features(data)
     assert rows.shape[1] == 2 and (rows.sum(dim=1) <= 1).all()
 
 
 def test_quoted_numbers_with_the_separator_as_thousands_mark_are_read(tmp_path: Path) -> None:
-    path = tmp_path / "t.csv"
-    path.write_text('area,price\n"1,234",10\n"2,000",20\n3,30\n4,40\n')
-    data = RegressionData(csv_path=path, target="price", thousands=",")
-    rows = torch.cat([data.train_set.tensors[0], data.val_set.tensors[0]])
-    assert sorted(rows[:, 0].tolist()) == [3.0, 4.0, 1234.0, 2000.0]
+    text = 'area,price\n"1,234",10\n"2,000",20\n3,30\n4,40\n'
+    data = _read(tmp_path, text, target="price", thousands=",")
+    assert sorted(_features(data)[:, 0].tolist()) == [3.0, 4.0, 1234.0, 2000.0]
 
 
 def test_lines_ending_in_the_separator_keep_their_columns(tmp_path: Path) -> None:
-    path = tmp_path / "t.csv"
-    path.write_text("a,b,y\n1,2,3,\n5,6,7,\n9,1,2,\n4,4,4,\n")
-    data = RegressionData(csv_path=path, target="y")
+    data = _read(tmp_path, "a,b,y\n1,2,3,\n5,6,7,\n9,1,2,\n4,4,4,\n", target="y")
     assert data.feature_columns == ["a", "b"]
     targets = torch.cat([data.train_set.tensors[1], data.val_set.tensors[1]])
     assert sorted(targets.tolist()) == [2.0, 3.0, 4.0, 7.0]
 
 
 def test_true_false_cells_are_text(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    path = tmp_path / "t.csv"
-    path.write_text("a,flag,y\n1,True,2\n2,False,3\n3,True,4\n4,False,5\n")
     with caplog.at_level("INFO"):
-        data = RegressionData(csv_path=path, target="y")
+        data = _read(tmp_path, "a,flag,y\n1,True,2\n2,False,3\n3,True,4\n4,False,5\n", target="y")
     assert data.feature_columns == ["a"]
     assert any("left out: flag (text:" in record.message for record in caplog.records)
 
@@ -75,11 +72,10 @@ def test_true_false_cells_are_text(tmp_path: Path, caplog: pytest.LogCaptureFixt
 def test_a_number_with_thousands_commas_is_refused_with_the_option_that_reads_it(
     tmp_path: Path, cell: str
 ) -> None:
-    path = tmp_path / "t.csv"
-    path.write_text("area,price\n" + "".join(f'{i},"{cell}"\n' for i in range(4)))
+    text = "area,price\n" + "".join(f'{i},"{cell}"\n' for i in range(4))
     with pytest.raises(UserError) as refused:
-        RegressionData(csv_path=path, target="price")
+        _read(tmp_path, text, target="price")
     named = f"column 'price' has '{cell}', not a number; --data.thousands , reads 1,234.5"
     assert str(refused.value).endswith(named)
-    data = RegressionData(csv_path=path, target="price", thousands=",")  # the option works
+    data = _read(tmp_path, text, target="price", thousands=",")  # the option works
     assert len(data.train_set) + len(data.val_set) == 4

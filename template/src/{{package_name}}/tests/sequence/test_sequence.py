@@ -96,12 +96,19 @@ def test_the_config_beats_the_pooled_baseline_on_two_cores(tmp_path: Path) -> No
 
 
 @pytest.mark.cli
-def test_a_long_table_fits_and_predict_writes_one_row_per_sequence(tmp_path: Path) -> None:
+def test_a_long_table_fits_resumes_and_predict_writes_one_row_per_sequence(tmp_path: Path) -> None:
     table = _table(tmp_path / "steps.csv", _two_classes())
     options = ["--data.csv_path", str(table), "--data.target=label", "--data.sequence=id"]
     options += ["--data.order=t", "--data.val_fraction=0.5", "--data.batch_size=4"]
     summary = _fit(tmp_path / "fit", *TINY, *options)
     assert set(summary) >= {"val_accuracy", "val_loss"}
+    main(
+        ["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path / 'fit'}"]
+        + [*QUIET, *TINY, *options, "--trainer.max_epochs=3", "--ckpt_path=last"]
+    )
+    latest = max((tmp_path / "fit").rglob("summary.json"), key=lambda path: path.stat().st_mtime)
+    resumed = json.loads(latest.read_text())
+    assert resumed["epochs"] == 3 and resumed["resumed_from"].endswith("last.ckpt")
     model = SequenceClassifier.load_from_checkpoint(tmp_path / "fit/checkpoints/last.ckpt")
     assert model.classes == ["down", "up"] and model.hparams["feature_columns"] == ["a", "b"]
 
@@ -118,18 +125,6 @@ def test_a_long_table_fits_and_predict_writes_one_row_per_sequence(tmp_path: Pat
     assert predictions["id"].tolist() == ["n1", "n2"]
     assert set(predictions["prediction"]) <= {"down", "up"}
     assert predictions["confidence"].between(0.5, 1.0).all()
-
-
-@pytest.mark.cli
-def test_ckpt_path_last_resumes(tmp_path: Path) -> None:
-    _fit(tmp_path, *TINY)
-    main(
-        ["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path}", *QUIET]
-        + [*TINY, "--trainer.max_epochs=3", "--ckpt_path=last"]
-    )
-    latest = max(tmp_path.rglob("summary.json"), key=lambda path: path.stat().st_mtime)
-    resumed = json.loads(latest.read_text())
-    assert resumed["epochs"] == 3 and resumed["resumed_from"].endswith("last.ckpt")
 
 
 # row: (the table's data rows, extra flags, the pattern of the error line)
