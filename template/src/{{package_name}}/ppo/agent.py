@@ -1,10 +1,9 @@
 """The actor-critic: separate tanh MLPs for the policy and the value, orthogonally
-initialised (gain sqrt 2 inside, 0.01 on the policy head so the first policy is near
-uniform, 1.0 on the value head).
+initialised (0.01 on the policy head, so the first policy is near uniform).
 
 Discrete actions are a categorical over logits; Box actions a diagonal Gaussian with a
 learned, state-independent log standard deviation. Log-probabilities and entropies are
-per sample, ``(batch,)``, whatever the action's own shape.
+per sample, ``(batch,)``, whatever the action's shape.
 """
 
 from collections.abc import Callable, Sequence
@@ -44,8 +43,8 @@ class ActorCritic(nn.Module):
         self._compiled: tuple[Callable[..., Any], Callable[..., Any]] | None = None
 
     def compile_networks(self, **compile_options: Any) -> None:
-        """Run the actor and the critic through ``torch.compile`` from now on, their
-        shapes still checked at each compiled boundary (see ``shapes.compiled``)."""
+        """Run the actor and the critic through ``torch.compile`` from now on, their shapes
+        still checked at each compiled boundary."""
         self._compiled = (
             compiled(self.actor, **compile_options),
             compiled(self.critic, **compile_options),
@@ -56,11 +55,6 @@ class ActorCritic(nn.Module):
     ) -> Float[Tensor, "batch out"]:
         return (self._compiled[0] if self._compiled else self.actor)(observation)
 
-    def _critic_output(
-        self, observation: Float[Tensor, "batch feature"]
-    ) -> Float[Tensor, " batch"]:
-        return (self._compiled[1] if self._compiled else self.critic)(observation)
-
     def _distribution(self, observation: Float[Tensor, "batch feature"]) -> Distribution:
         out = self._actor_output(observation)
         if self.discrete:
@@ -70,17 +64,16 @@ class ActorCritic(nn.Module):
 
     @typechecked
     def value(self, observation: Float[Tensor, "batch feature"]) -> Float[Tensor, " batch"]:
-        return self._critic_output(observation)
+        return (self._compiled[1] if self._compiled else self.critic)(observation)
 
     @typechecked
     def sample(self, observation: Float[Tensor, "batch feature"]) -> Action:
         """Draw an action for each row from the current policy.
 
-        A discrete draw is the argmax of the logits plus Gumbel noise (minus the log of a
-        unit exponential): an exact sample from their softmax, drawn as ``torch.multinomial``
-        draws one, without the normalising and softmax that building a ``Categorical`` costs.
-        A row whose largest logit is NaN, +inf or -inf (a NaN observation, say, or every
-        action masked) raises, as ``torch.multinomial`` does; argmax would quietly pick one.
+        A discrete draw is the argmax of the logits plus Gumbel noise: an exact sample from
+        their softmax, without the cost of building a ``Categorical``. A row whose largest
+        logit is NaN or infinite (a NaN observation, every action masked) raises, as
+        ``torch.multinomial`` does; argmax would quietly pick one.
         """
         if self.discrete:
             logits = self._actor_output(observation).float()  # bf16 noise would be coarse
@@ -100,11 +93,8 @@ class ActorCritic(nn.Module):
         self, observation: Float[Tensor, "batch feature"], action: Action
     ) -> tuple[Float[Tensor, " batch"], Float[Tensor, " batch"], Float[Tensor, " batch"]]:
         """Log-probability and entropy of given actions under the current policy, and the
-        current value of each observation.
-
-        For discrete actions one ``log_softmax`` serves both: a ``Categorical`` gives the same
-        values with twice the work (it normalises, broadcasts and takes a softmax again).
-        """
+        value of each observation. For discrete actions one ``log_softmax`` serves both: a
+        ``Categorical`` gives the same values with twice the work."""
         if self.discrete:
             log_probs = torch.log_softmax(self._actor_output(observation), dim=-1)
             # Each row's log-probability of its action; nll_loss refuses one out of range.
@@ -115,4 +105,4 @@ class ActorCritic(nn.Module):
         else:
             distribution = self._distribution(observation)
             log_prob, entropy = distribution.log_prob(action), distribution.entropy()
-        return log_prob, entropy, self._critic_output(observation)
+        return log_prob, entropy, self.value(observation)

@@ -5,8 +5,7 @@ on returning the reset observation: a fake transition, zero reward and the actio
 ``SAME_STEP`` returns the reset observation from the step that ends the episode, and the
 final one in ``info["final_obs"]``, where a truncated episode's bootstrap needs it.
 
-An id gymnasium does not know, or whose package is not installed, is refused before any
-training, with a ``UserError`` that names it.
+An environment PPO cannot make or drive is refused before training, in a ``UserError``.
 """
 
 import difflib
@@ -25,11 +24,8 @@ Vectorization = Literal["sync", "async"]
 
 
 def check_env_id(env_id: str) -> None:
-    """Raise a :class:`UserError` naming ``env_id`` unless ``gym.make`` would find it.
-
-    As ``gym.make`` does, ``"module:Name-v0"`` imports ``module`` first, and an id without
-    a version means the highest registered one.
-    """
+    """Raise a :class:`UserError` naming ``env_id`` unless ``gym.make`` would find it: as
+    there, ``"module:Name-v0"`` imports ``module``, and no version means the highest one."""
     module, _, name = env_id.rpartition(":")
     if module:
         try:
@@ -56,11 +52,8 @@ def make_vector_env(
     max_episode_steps: int | None = None,
     render_mode: str | None = None,
 ) -> VectorEnv:
-    """``num_envs`` copies of ``env_id``, stepped together, resetting on the same step.
-
-    ``max_episode_steps`` overrides the registered time limit (truncation); ``render_mode``
-    is gymnasium's (``"rgb_array"`` for frames).
-    """
+    """``num_envs`` copies of ``env_id``, stepped together, resetting on the same step;
+    ``max_episode_steps`` overrides the registered time limit."""
     check_env_id(env_id)
     # Only a render mode asked for: an environment need not take the keyword.
     env_kwargs: dict[str, Any] = {} if render_mode is None else {"render_mode": render_mode}
@@ -70,24 +63,21 @@ def make_vector_env(
             num_envs=num_envs,
             vectorization_mode=vectorization,
             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-            max_episode_steps=max_episode_steps,  # None: the registered time limit
+            max_episode_steps=max_episode_steps,
             **env_kwargs,
         )
     except gym.error.DependencyNotInstalled as error:  # registered, but its package is not
         raise UserError(f"env_id {env_id!r}: {error}") from error
-    observation_space = envs.single_observation_space
-    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
-        envs.close()
-        raise UserError(
-            f"env_id {env_id!r}: observations must be flat Box vectors, got {observation_space}"
-        )
-    action_space = envs.single_action_space
+    observation_space, action_space = envs.single_observation_space, envs.single_action_space
     flat_box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
-    if not (isinstance(action_space, gym.spaces.Discrete) or flat_box):
+    problem = None
+    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
+        problem = f"observations must be flat Box vectors, got {observation_space}"
+    elif not (isinstance(action_space, gym.spaces.Discrete) or flat_box):
+        problem = f"actions must be Discrete or a flat Box, got {action_space}"
+    if problem:
         envs.close()
-        raise UserError(
-            f"env_id {env_id!r}: actions must be Discrete or a flat Box, got {action_space}"
-        )
+        raise UserError(f"env_id {env_id!r}: {problem}")
     return envs
 
 

@@ -1,19 +1,14 @@
 """PPO as a LightningModule: the Trainer runs the loop, the module supplies the data.
 
-Each "batch" the Trainer sees is one fresh rollout: ``train_dataloader`` is a stream that
-collects it with the current policy. The stream has a length, so Lightning does not
-prefetch: a rollout is collected only after the previous update's last optimizer step,
-never with a stale policy. Optimization is manual because one rollout feeds many optimizer
-steps; Lightning still owns devices, DDP (``manual_backward`` syncs gradients) and
-checkpoints.
+Each batch is one fresh rollout, collected by ``train_dataloader``'s stream with the current
+policy. The stream has a length, so Lightning does not prefetch: no rollout is collected
+with a stale policy. Optimization is manual because one rollout feeds many optimizer steps;
+Lightning still owns devices, DDP (``manual_backward`` syncs gradients) and checkpoints.
 
-Each rollout logs its statistics once, to every logger, at the run's env-step count (a
-logged ``step`` is Lightning's x-axis). Evaluations, ``episodes.csv`` and summary.json's
-PPO keys are the extras of ``reporting.PPOReporting``, a callback.
-
-Under DDP each process steps its own environments, seeded by its rank; ``total_env_steps``
-and every env-step count are the whole run's. A checkpoint carries the rollouts done, so a
-resumed run continues the budget and the schedules where they stopped.
+Each rollout's statistics go to every logger once, at the run's env-step count, which under
+DDP counts every process's environments. A checkpoint carries the rollouts done, so a
+resumed run continues the budget and the schedules where they stopped. Evaluations and
+summary.json's PPO keys are a callback's, ``reporting.PPOReporting``.
 """
 
 import os
@@ -41,10 +36,10 @@ from .envs import Vectorization, make_vector_env
 from .rollout import RolloutCollector, Samples
 
 STATISTICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-"""What each row of :func:`ppo_loss`'s statistics is, and the name it is logged under."""
+"""The rows of :func:`ppo_loss`'s statistics, under the names they are logged as."""
 APPROX_KL = STATISTICS.index("approx_kl")
 WINDOW = 20
-"""Training episodes in the rolling mean that the logged return and "solved" are read from."""
+"""Training episodes in the rolling mean that the logged return and "solved" read."""
 
 
 @typechecked
@@ -57,9 +52,8 @@ def ppo_loss(
     entropy_coef: float,
     norm_advantages: bool,
 ) -> tuple[Scalar, Float[Tensor, " statistic"]]:
-    """PPO's loss on one minibatch, and its statistics (see ``STATISTICS``). Every field of
-    ``minibatch`` meets a typed call here, so one of the wrong shape raises even in a record
-    changed after it was built."""
+    """PPO's loss on one minibatch, and its ``STATISTICS``. Every field of ``minibatch`` meets
+    a typed call, so a wrong shape raises even in a record changed after it was built."""
     log_prob, entropy, values = agent.evaluate(minibatch.observations, minibatch.actions)
     advantages = minibatch.advantages
     if norm_advantages:
@@ -129,8 +123,7 @@ class PPOModule(L.LightningModule):
             num_envs: Environments stepped together.
             vectorization: ``sync`` steps them in this process, ``async`` in subprocesses.
             num_steps: Steps per environment in each rollout.
-            total_env_steps: Training budget in environment steps, over every process's
-                environments together (under DDP each collects its share).
+            total_env_steps: Training budget in env steps, every process's together.
             learning_rate: Adam learning rate at the start.
             anneal_lr: Decay the learning rate linearly to zero over the budget.
             gamma: Discount factor.
@@ -140,33 +133,25 @@ class PPOModule(L.LightningModule):
             norm_advantages: Normalise advantages within each minibatch.
             clip_coef: PPO's ratio clip.
             anneal_clip: Decay the ratio clip linearly to zero over the budget, as RL-Zoo does.
-            value_clip_coef: Clip the value update to this distance from the old value; None
-                for a plain squared error.
+            value_clip_coef: Clip the value update to this distance from the old value.
             entropy_coef: Weight of the entropy bonus.
             value_coef: Weight of the value loss.
             max_grad_norm: Global gradient-norm clip of every optimizer step.
             target_kl: Skip a rollout's remaining epochs once the approx KL of an epoch's last
-                minibatch, measured before its step as in CleanRL, exceeds this (so the
-                first epoch always runs in full); None never stops early.
+                minibatch, measured before its step as in CleanRL, exceeds this.
             hidden_sizes: Width of each hidden layer, for the actor and the critic alike.
             reward_scale: Multiplies rewards for learning; logged returns stay unscaled.
             eval_every_env_steps: Deterministic evaluation interval (0: only at the end).
             eval_episodes: Episodes per evaluation.
-            eval_seed: Seed of every evaluation's environments, so that evaluations differ only
-                by the policy; ``ppo.enjoy`` replays a checkpoint with it.
-            solved_return: The return at which the environment counts as solved: summary.json's
-                ``steps_to_solved`` is the env step at which the mean of the last 20 training
-                episodes first reaches it; None for an environment without one.
-            torch_threads: Intra-op threads for this process: one is fastest for small MLPs
-                on a CPU; None leaves PyTorch's default.
-            compile: Run the actor and critic networks through ``torch.compile``; their
-                shapes stay checked at each compiled boundary.
-            compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation
-                (quick to start, for tests).
+            eval_seed: Seed of every evaluation's environments; ``ppo.enjoy`` replays with it.
+            solved_return: summary.json's ``steps_to_solved`` is the env step at which the
+                mean of the last 20 training episodes first reaches it.
+            torch_threads: Intra-op threads (one is fastest for small MLPs on a CPU).
+            compile: Run the actor and critic through ``torch.compile``, shapes still checked.
+            compile_backend: ``torch.compile`` backend; ``aot_eager`` starts quickly.
         """
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
-        # Each hyperparameter the module reads later, as a typed attribute.
         self.env_id: str = env_id
         self.num_envs: int = num_envs
         self.vectorization: Vectorization = vectorization
@@ -250,11 +235,8 @@ class PPOModule(L.LightningModule):
         return DataLoader(_RolloutStream(self), batch_size=None)
 
     def rollouts(self) -> Iterator[Samples]:
-        """Collect the rollouts not done yet, each after the previous one's update.
-
-        Each process seeds its environments by its rank; under DDP it also reseeds its torch
-        generator, so that the processes sample their actions independently.
-        """
+        """Collect the rollouts not done yet, each after the previous one's update. Each
+        process seeds its environments, and under DDP its torch generator, by its rank."""
         seed = int(os.environ.get("PL_GLOBAL_SEED", 0)) + 10_000 * self.global_rank
         processes = self.trainer.world_size
         if processes > 1:
@@ -315,8 +297,8 @@ class PPOModule(L.LightningModule):
         self.log_dict(metrics | self.progress(optimizer.param_groups[0]["lr"]), on_step=True)
 
     def progress(self, learning_rate: float) -> dict[str, float | Tensor]:
-        """The learning rate, the last ``WINDOW`` training episodes' mean return and
-        length, env steps per second, and the env-step count as Lightning's ``step``."""
+        """The learning rate, the last ``WINDOW`` episodes' mean return and length, env steps
+        per second, and the env-step count as Lightning's ``step``."""
         collector = self.collector
         assert collector is not None
         # float64: self.log stores a float as float32, exact only up to 2**24 env steps.
@@ -341,15 +323,14 @@ class PPOModule(L.LightningModule):
             yield rollout.select(rows)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        # Fused: one kernel updates every parameter (CPU and CUDA), instead of a dozen small
-        # operations per tensor, most of Adam's cost on a small network. Lightning refuses
-        # gradient clipping with a fused optimizer under mixed precision, so not there.
+        # Fused: one kernel for every parameter, not a dozen small ones per tensor (most of
+        # Adam's cost on a small network); Lightning refuses it with mixed precision.
         fused = not isinstance(self.trainer.precision_plugin, MixedPrecision)
         return torch.optim.Adam(self.parameters(), lr=self.learning_rate, eps=1e-5, fused=fused)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        """Resume the budget: Lightning restores the weights and the optimizer, this the
-        rollouts done (hence the env-step count and the schedules)."""
+        """Lightning restores the weights and the optimizer, this the rollouts done (hence the
+        env-step count and the schedules)."""
         state = checkpoint.get("ppo", {})
         self.rollouts_done = state.get("rollouts_done", 0)
         self.resumed_processes = state.get("processes")

@@ -1,12 +1,11 @@
-"""The extras of a PPO run, beside the statistics that ``PPOModule`` logs itself: a
-callback that the command line installs. It runs a deterministic evaluation every
-``eval_every_env_steps`` (logged as ``eval_return``) and one at the end; writes every
-process's training episodes to ``episodes.csv`` (``episodes_rank<N>.csv`` from the others);
-and gives summary.json its PPO keys, the time breakdown among them.
-
-The evaluations so far are this callback's checkpoint state, so a resumed run reports them.
+"""The extras of a PPO run, beside what ``PPOModule`` logs itself: a callback that the
+command line installs. It evaluates every ``eval_every_env_steps`` (logged as
+``eval_return``) and at the end, writes each process's training episodes to
+``episodes.csv`` (``episodes_rank<N>.csv`` beyond rank 0), and gives summary.json its PPO
+keys. The evaluations so far are its checkpoint state, so a resumed run reports them.
 """
 
+import csv
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,9 +70,13 @@ class PPOReporting(Callback):
             self._evaluate(pl_module, collector.env_steps)
         log_dir.mkdir(parents=True, exist_ok=True)
         rank = trainer.global_rank
-        collector.episodes.write_csv(
-            log_dir / (f"episodes_rank{rank}.csv" if rank else "episodes.csv")
-        )
+        episodes = collector.episodes
+        path = log_dir / (f"episodes_rank{rank}.csv" if rank else "episodes.csv")
+        with path.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["env_step", "seconds", "return", "length"])
+            columns = (episodes.env_steps, episodes.seconds, episodes.returns, episodes.lengths)
+            writer.writerows(zip(*columns, strict=True))
 
     def summary_extras(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         """The PPO keys of summary.json. The "solved" keys are always there, null when they
@@ -138,11 +141,9 @@ class PPOReporting(Callback):
 def solve_cost(
     steps_to_solved: int | None, eval_return: float, solved_return: float | None, budget: int
 ) -> float | None:
-    """One number to minimise that prefers runs that solve in fewer env steps: a solved
-    run's ``steps_to_solved``; an unsolved one's ``budget`` plus one, stretched by how far
-    its last evaluation fell short of ``solved_return``. So every unsolved run ranks below
-    every solved run with the same budget, and the unsolved rank by their final return.
-    None without a ``solved_return``. A sweep minimises it (``steps_to_solved_or_penalty``)."""
+    """A sweep's objective, ``steps_to_solved_or_penalty``: a solved run's ``steps_to_solved``;
+    an unsolved one's ``budget`` plus one, stretched by how far its last evaluation fell
+    short of ``solved_return``, so that it ranks below every solved run of that budget."""
     if solved_return is None:
         return None
     if steps_to_solved is not None:
@@ -153,13 +154,8 @@ def solve_cost(
 
 def first_solved(returns: Sequence[float], threshold: float, window: int) -> int | None:
     """Index of the first episode at which the mean of the last ``window`` returns reaches
-    ``threshold``; None if it never does. Fewer than ``window`` episodes never count.
-    """
-    total = 0.0
-    for index, value in enumerate(returns):
-        total += value
-        if index >= window:
-            total -= returns[index - window]
-        if index + 1 >= window and total / window >= threshold:
+    ``threshold`` (fewer than ``window`` episodes never count); None if none does."""
+    for index in range(window - 1, len(returns)):
+        if sum(returns[index + 1 - window : index + 1]) / window >= threshold:
             return index
     return None

@@ -2,17 +2,12 @@
 
 Each step records the observation the action was chosen from, so with ``SAME_STEP``
 autoreset every stored row is a real transition. ``next_values[t]`` is the value of what
-followed step ``t``: the next stored observation, or for a truncated episode the value of
-its final observation (the next stored row belongs to a new episode).
-
-Env steps are counted globally: under DDP every process steps its own environments in
-lockstep with the others, so each of its steps stands for ``processes`` of the run's.
+followed step ``t``: the next stored observation, or for a truncated episode its final one.
+Under DDP the processes step in lockstep, so each step counts ``processes`` env steps.
 """
 
-import csv
 import time
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -30,9 +25,8 @@ from .envs import to_env
 class Samples:
     """Training samples, one row per env step: a rollout's, or a minibatch of its rows.
 
-    Checked when built, naming a field of another shape, dtype or row count. Not frozen:
-    Lightning's device transfer rebuilds a dataclass by setting its fields, so the loss
-    checks every field again through its typed objectives.
+    Checked when built. Not frozen: Lightning's device transfer sets a dataclass's fields,
+    so the loss checks every field again through its typed objectives.
     """
 
     observations: Float[Tensor, "batch feature"]
@@ -46,15 +40,14 @@ class Samples:
     """What the critic regresses to: advantages plus old values."""
 
     def select(self, rows: Int[Tensor, " batch"]) -> "Samples":
-        """The samples at ``rows``: a minibatch, checked when built as any record is."""
+        """The samples at ``rows``: a minibatch."""
         return Samples(**{column.name: getattr(self, column.name)[rows] for column in fields(self)})
 
 
 @typechecked
 @dataclass(frozen=True)
 class Rollout:
-    """One rollout, time-major, with its advantages and critic targets; checked when built,
-    so every field shares the same ``time`` and ``env`` axes."""
+    """One rollout, time-major, with its advantages and critic targets; checked when built."""
 
     observations: Float[Tensor, "time env feature"]
     actions: Int[Tensor, "time env"] | Float[Tensor, "time env action"]
@@ -82,23 +75,17 @@ class Rollout:
 
 @dataclass
 class Episodes:
-    """Finished training episodes: the run's env steps and seconds at their end, return, length."""
+    """Finished training episodes: the env step and second at their end, return, length."""
 
     env_steps: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
 
-    def write_csv(self, path: Path) -> None:
-        with path.open("w", newline="") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(["env_step", "seconds", "return", "length"])
-            columns = (self.env_steps, self.seconds, self.returns, self.lengths)
-            writer.writerows(zip(*columns, strict=True))
-
 
 class RolloutCollector:
-    """Steps ``envs`` with ``agent`` and keeps the episode bookkeeping between rollouts."""
+    """Steps ``envs`` with ``agent`` and keeps the episode bookkeeping between rollouts;
+    ``processes`` collect in lockstep (DDP), and a resumed run's count starts at ``env_steps``."""
 
     def __init__(
         self,
@@ -112,8 +99,6 @@ class RolloutCollector:
         processes: int = 1,
         env_steps: int = 0,
     ) -> None:
-        """``processes`` collect in lockstep (DDP); ``env_steps`` is where a resumed run's
-        count starts."""
         self.envs, self.agent, self.num_steps = envs, agent, num_steps
         self.gamma, self.gae_lambda, self.reward_scale = gamma, gae_lambda, reward_scale
         self.num_envs = envs.num_envs
@@ -135,17 +120,13 @@ class RolloutCollector:
 
     @torch.no_grad()
     def collect(self) -> Rollout:
-        """Step every environment ``num_steps`` times, then score the rollout in one batch.
-
-        Only sampling needs the policy step by step; log-probabilities and values come from
-        one batched call afterwards, with the same parameters.
-        """
-        observations, actions, reward_rows, terminated_rows, truncated_rows = [], [], [], [], []
+        """Step every environment ``num_steps`` times, then score the rollout in one batch:
+        only sampling needs the policy step by step."""
+        steps = []  # (observation, action, reward, terminated, truncated) of each step
         cut_rows: list[tuple[int, int]] = []  # (step, env) of each truncated episode's end
         cut_observations: list[np.ndarray] = []  # and its final observation
         for t in range(self.num_steps):
             tick = time.perf_counter()
-            observations.append(self.observation)
             action = self.agent.sample(self.observation)
             tock = time.perf_counter()
             observation, reward, term, trunc, info = self.envs.step(
@@ -156,30 +137,28 @@ class RolloutCollector:
             for row in np.flatnonzero(trunc & ~term):
                 cut_rows.append((t, int(row)))
                 cut_observations.append(info["final_obs"][row])
+            steps.append((self.observation, action, reward, term, trunc))
             self._record_episodes(reward, term | trunc)
             self.observation = self._tensor(observation)
-            actions.append(action)
-            reward_rows.append(reward)
-            terminated_rows.append(term)
-            truncated_rows.append(trunc)
 
         tick = time.perf_counter()
+        observations, actions, rewards, terminated, truncated = zip(*steps, strict=True)
         visited = torch.stack(observations)
         taken = torch.stack(actions)
         flat = "time env ... -> (time env) ..."
         log_probs, _, values = self.agent.evaluate(rearrange(visited, flat), rearrange(taken, flat))
-        steps = "(time env) -> time env"
-        log_probs = rearrange(log_probs, steps, env=self.num_envs)
-        values = rearrange(values, steps, env=self.num_envs)
+        unflat = "(time env) -> time env"
+        log_probs = rearrange(log_probs, unflat, env=self.num_envs)
+        values = rearrange(values, unflat, env=self.num_envs)
         bootstrap = rearrange(self.agent.value(self.observation), "env -> 1 env")
         next_values = torch.cat([values[1:], bootstrap])
         if cut_rows:
             time_index, env_index = torch.tensor(cut_rows, device=self.device).unbind(dim=1)
             finals = self._tensor(np.stack(cut_observations))
             next_values[time_index, env_index] = self.agent.value(finals)
-        rewards = self._tensor(np.stack(reward_rows) * self.reward_scale)
-        terminated = torch.as_tensor(np.stack(terminated_rows), device=self.device)
-        truncated = torch.as_tensor(np.stack(truncated_rows), device=self.device)
+        rewards = self._tensor(np.stack(rewards) * self.reward_scale)
+        terminated = torch.as_tensor(np.stack(terminated), device=self.device)
+        truncated = torch.as_tensor(np.stack(truncated), device=self.device)
         advantages, returns = gae(
             rewards, values, next_values, terminated, truncated, self.gamma, self.gae_lambda
         )
