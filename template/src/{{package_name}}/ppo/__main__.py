@@ -1,8 +1,8 @@
 """Command line: ``python -m <package>.ppo fit --config configs/ppo.yaml``.
 
-The whole budget is one epoch, so ``last.ckpt`` is written after every rollout, into
-``<default_root_dir>/checkpoints``: one folder for every run under that root, so that a
-rerun after a crash (which logs to a new ``version_N``) finds it with ``--ckpt_path last``.
+``last.ckpt`` is written after every rollout into ``<default_root_dir>/checkpoints``, one
+folder for every run under that root: a rerun after a crash (which logs to a new
+``version_N``) finds it with ``--ckpt_path last``.
 """
 
 from collections.abc import Sequence
@@ -31,9 +31,8 @@ HINTS = (
     ".*no pre-optimization state was saved.*",
 )
 """Lightning's hints that do not apply here, hidden while the command runs: the rollout
-stream's length is on purpose (it switches off prefetching), rollouts are collected in this
-process, and resuming within the epoch, from the weights after a rollout's update, is the
-normal case."""
+stream's length is on purpose (no prefetch), rollouts are collected in this process, and
+resuming within the epoch, after a rollout's update, is the normal case."""
 
 
 class PPOCLI(ExampleCLI):

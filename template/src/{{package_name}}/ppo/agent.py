@@ -12,7 +12,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 from torch import nn
-from torch.distributions import Categorical, Distribution, Independent, Normal
+from torch.distributions import Distribution, Independent, Normal
 from torch.nn import functional as F
 
 from ..core.nets import MLP, ScalarMLP
@@ -42,25 +42,20 @@ class ActorCritic(nn.Module):
         self.log_std = nn.Parameter(torch.zeros(size), requires_grad=not self.discrete)
         self._compiled: tuple[Callable[..., Any], Callable[..., Any]] | None = None
 
-    def compile_networks(self, **compile_options: Any) -> None:
+    def compile_networks(self, **options: Any) -> None:
         """Run the actor and the critic through ``torch.compile`` from now on, their shapes
         still checked at each compiled boundary."""
-        self._compiled = (
-            compiled(self.actor, **compile_options),
-            compiled(self.critic, **compile_options),
-        )
+        self._compiled = (compiled(self.actor, **options), compiled(self.critic, **options))
 
     def _actor_output(
         self, observation: Float[Tensor, "batch feature"]
     ) -> Float[Tensor, "batch out"]:
         return (self._compiled[0] if self._compiled else self.actor)(observation)
 
-    def _distribution(self, observation: Float[Tensor, "batch feature"]) -> Distribution:
-        out = self._actor_output(observation)
-        if self.discrete:
-            return Categorical(logits=out, validate_args=False)
-        std = torch.exp(self.log_std).expand_as(out)
-        return Independent(Normal(out, std, validate_args=False), 1, validate_args=False)
+    def _gaussian(self, observation: Float[Tensor, "batch feature"]) -> Distribution:
+        mean = self._actor_output(observation)
+        std = torch.exp(self.log_std).expand_as(mean)
+        return Independent(Normal(mean, std, validate_args=False), 1, validate_args=False)
 
     @typechecked
     def value(self, observation: Float[Tensor, "batch feature"]) -> Float[Tensor, " batch"]:
@@ -80,7 +75,7 @@ class ActorCritic(nn.Module):
             if not bool(torch.isfinite(logits.amax(dim=-1)).all()):  # amax keeps a NaN
                 raise ValueError(f"a row of the policy's logits has no finite maximum: {logits}")
             return (logits - torch.empty_like(logits).exponential_().log()).argmax(dim=-1)
-        return self._distribution(observation).sample()
+        return self._gaussian(observation).sample()
 
     @typechecked
     def greedy(self, observation: Float[Tensor, "batch feature"]) -> Action:
@@ -103,6 +98,6 @@ class ActorCritic(nn.Module):
             finite = log_probs.clamp(min=torch.finfo(log_probs.dtype).min)
             entropy = -(log_probs.exp() * finite).sum(dim=-1)
         else:
-            distribution = self._distribution(observation)
+            distribution = self._gaussian(observation)
             log_prob, entropy = distribution.log_prob(action), distribution.entropy()
         return log_prob, entropy, self.value(observation)

@@ -1,10 +1,8 @@
-"""Command line: ``python -m <package>.ppo.enjoy --ckpt_path FILE``: replay a trained policy.
-
-The agent is rebuilt from the checkpoint's own hyperparameters and plays greedily (as the
-run's evaluations did) and with sampled actions. ``--seed`` and ``--episodes`` default to
-the run's evaluation settings, so the greedy figures equal its last evaluation's. The file
-is read with ``torch.load(weights_only=True)``: a checkpoint from elsewhere can hold only
-tensors and plain values, never code to run.
+"""Command line: ``python -m <package>.ppo.enjoy --ckpt_path FILE``: replay a trained policy,
+greedily (as the run's evaluations did) and with sampled actions. ``--seed`` and
+``--episodes`` default to the run's evaluation settings, so the greedy figures equal its
+last evaluation's. The file is read with ``torch.load(weights_only=True)``: it can hold
+only tensors and plain values, never code to run.
 """
 
 import importlib.util
@@ -93,8 +91,8 @@ def enjoy(
 
 
 def load(ckpt_path: str | Path) -> PPOModule:
-    """The PPOModule a checkpoint was saved from, with its weights, or a UserError that says
-    why the file is not one (missing, corrupt, another model's)."""
+    """The PPOModule a checkpoint was saved from, rebuilt from its own hyperparameters, or a
+    UserError that says why the file is not one (missing, corrupt, another model's)."""
     checkpoint = read(ckpt_path)
     if "hyper_parameters" not in checkpoint:
         raise UserError(f"{ckpt_path}: not a checkpoint of PPOModule: it has no hyperparameters")

@@ -1,8 +1,6 @@
-"""Evaluation: run the policy for whole episodes and report their returns.
-
-Training evaluates the greedy policy; ``ppo.enjoy`` also plays the sampled one, the policy
-that actually collected the training data.
-"""
+"""Evaluation: run the policy for whole episodes and report their returns. Training
+evaluates the greedy policy; ``ppo.enjoy`` also plays the sampled one, which collected the
+training data."""
 
 import numpy as np
 import torch
@@ -21,12 +19,10 @@ def evaluate(
     frames: list[np.ndarray] | None = None,
 ) -> list[float]:
     """Returns of ``episodes`` episodes, one per environment, played to their end by the
-    greedy policy (``deterministic``) or by actions sampled from it.
-
-    Each environment runs exactly one episode; after it ends its later steps (a new episode
-    begun by autoreset) are not counted. Given ``frames``, the first environment's episode
-    is drawn into it, one RGB image per step up to the last (whose frame the autoreset has
-    already replaced by the next episode's first).
+    greedy policy (``deterministic``) or by actions sampled from it; the steps of the next
+    episode that autoreset begins are not counted. Given ``frames``, the first environment's
+    episode is drawn into it, one RGB image per step up to the last (whose frame autoreset
+    has already replaced).
     """
     device = next(agent.parameters()).device
     render_mode = None if frames is None else "rgb_array"

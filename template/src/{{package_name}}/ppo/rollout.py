@@ -111,8 +111,7 @@ class RolloutCollector:
         self.episodes = Episodes()
         self.processes = processes
         self.env_steps = self.first_env_step = env_steps
-        self.env_seconds = 0.0
-        self.policy_seconds = 0.0
+        self.env_seconds = self.policy_seconds = 0.0
         self.started = time.perf_counter()
 
     def _tensor(self, array: np.ndarray) -> Tensor:
@@ -129,9 +128,8 @@ class RolloutCollector:
             tick = time.perf_counter()
             action = self.agent.sample(self.observation)
             tock = time.perf_counter()
-            observation, reward, term, trunc, info = self.envs.step(
-                to_env(self.action_space, action)
-            )
+            env_action = to_env(self.action_space, action)
+            observation, reward, term, trunc, info = self.envs.step(env_action)
             self.env_seconds += time.perf_counter() - tock
             self.policy_seconds += tock - tick
             for row in np.flatnonzero(trunc & ~term):
