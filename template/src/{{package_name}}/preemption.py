@@ -1,18 +1,15 @@
 """On SLURM, save a checkpoint and requeue the job when the scheduler warns that time is up.
 
 ``#SBATCH --signal=SIGUSR1@90`` sends SIGUSR1 to every task 90 s before the time limit.
-Lightning's own handler saves ``hpc_ckpt_<N>.ckpt`` and calls ``scontrol requeue`` inside
-the signal handler, wherever each process happens to be. Under DDP that point differs from
-process to process: one waits in the checkpoint's barrier while another waits in a gradient
-all-reduce, and the job hangs until it is killed (2 tries in 6 here, with two processes).
-This callback's handler only notes the signal. After every training batch the processes
-agree, in one all-reduce, whether any of them got it, so all of them save at the same step;
-then the first process requeues the job. The run goes on until SLURM stops it: if the
-requeue was refused, it trains until its time limit as it would have anyway.
+Lightning's own handler saves and requeues inside the signal handler, wherever each process
+happens to be: under DDP one may wait in the checkpoint's barrier while another waits in a
+gradient all-reduce, and the job hangs. This callback's handler only notes the signal; after
+every training batch the processes agree, in one all-reduce, whether any of them got it, so
+all of them save ``hpc_ckpt_<N>.ckpt`` at the same step, and the first one requeues the job.
+If the requeue is refused, the run trains until its time limit as it would have anyway.
 
-When the requeued job starts again, Lightning resumes from the newest ``hpc_ckpt_<N>.ckpt``
-in ``default_root_dir`` by itself: it does so for any run under SLURM without
-``--ckpt_path`` that finds one there, whatever its job id.
+The requeued job resumes by itself: Lightning resumes any run under SLURM without
+``--ckpt_path`` from the newest ``hpc_ckpt_<N>.ckpt`` in ``default_root_dir``.
 """
 
 import logging

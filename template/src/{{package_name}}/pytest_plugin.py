@@ -2,15 +2,12 @@
 ``pytest -p <package>.pytest_plugin --broadcast-guard`` fails every test whose setup, body
 or teardown stretches all the operands of an elementwise operation, at the stretching line.
 
-``-p`` imports the plugin by its module name, so it needs no entry point and no install:
-the package only has to be importable (``PYTHONPATH=src`` in a checkout). Without
-``--broadcast-guard`` the plugin does nothing. A test opts out with
-``@pytest.mark.no_broadcast_guard`` when it stretches on purpose to show what a bug does,
-runs a guard or an audit of its own, or counts what ``torch.compile`` traces (the guard is
-a ``TorchFunctionMode``, which dynamo sees). Loading the conftests and collecting (importing
-the test modules) run under a guard that only records provenance, so a grid made at import
-time, such as ``POS = torch.arange(T)`` in a module a conftest imports, is known for what it
-is (see :mod:`.core.broadcast`).
+``-p`` imports the plugin by its module name: no entry point, no install, only an importable
+package. A test opts out with ``@pytest.mark.no_broadcast_guard`` when it stretches on
+purpose, runs a guard of its own, or counts what ``torch.compile`` traces (dynamo sees the
+guard, a ``TorchFunctionMode``). The conftests load and the tests are collected under a
+guard that only records provenance, so a grid made at import time (``POS =
+torch.arange(T)``) is known for what it is (see :mod:`.core.broadcast`).
 """
 
 from collections.abc import Iterator

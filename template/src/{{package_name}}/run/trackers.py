@@ -1,14 +1,11 @@
 """The W&B and MLflow presets (``configs/logger/wandb.yaml`` and ``mlflow.yaml``): what they
-cannot say themselves, filled in by the command line before the loggers are built.
+cannot say themselves, filled in by the command line (``cli.py``) before the loggers are built.
 
 - MLflow's store is ``sqlite:///<root>/mlflow.db`` and its artifacts ``<root>/mlartifacts``,
   unless the preset or ``MLFLOW_TRACKING_URI`` names a store: current MLflow refuses the
   plain file store that ``save_dir`` alone would give it.
-- A W&B run keeps its id in every checkpoint (:class:`WandbRunId`, added to the trainer's
-  callbacks with the logger), and ``fit --ckpt_path`` continues the run with that id
-  instead of starting a second one beside it.
-
-``cli.py`` calls :func:`fill_logger_paths` where this module is present.
+- A W&B run keeps its id in every checkpoint (:class:`WandbRunId`), and ``fit --ckpt_path``
+  continues the run with that id instead of starting a second one beside it.
 """
 
 from pathlib import Path
@@ -36,8 +33,9 @@ def fill_logger_paths(
     root = Path(run_root(config.trainer.get("default_root_dir"))).resolve()
     run_id = None
     has_wandb = False
-    for logger in _logger_configs(config.trainer.get("logger")):
-        init_args = logger.get("init_args")
+    loggers = config.trainer.get("logger")  # one, a list, or a bool
+    for logger in loggers if isinstance(loggers, list) else [loggers]:
+        init_args = logger.get("init_args") if isinstance(logger, Namespace) else None
         if init_args is None:
             continue
         name = str(logger.get("class_path", "")).rsplit(".", 1)[-1]
@@ -55,10 +53,8 @@ def fill_logger_paths(
     callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
     recorder = f"{__name__}.WandbRunId"
     if has_wandb and recorder not in [getattr(c, "class_path", None) for c in callbacks]:
-        config.trainer.callbacks = [
-            *callbacks,
-            Namespace(class_path=recorder, init_args=Namespace()),
-        ]
+        run_id_recorder = Namespace(class_path=recorder, init_args=Namespace())
+        config.trainer.callbacks = [*callbacks, run_id_recorder]
 
 
 class WandbRunId(Callback):
@@ -70,12 +66,6 @@ class WandbRunId(Callback):
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger) and logger.version:
                 checkpoint[WANDB_RUN_ID] = str(logger.version)
-
-
-def _logger_configs(logger: Any) -> list[Namespace]:
-    """The class_path/init_args entries of ``--trainer.logger`` (one, a list, or a bool)."""
-    entries = logger if isinstance(logger, list) else [logger]
-    return [entry for entry in entries if isinstance(entry, Namespace)]
 
 
 def _recorded_wandb_id(ckpt_path: str | None, checkpoint_dir: str | None) -> str | None:

@@ -1,9 +1,7 @@
-"""Command line: ``python -m <package>.sweep regression --trials 20 [-- FIT ARGUMENTS]``.
-Its options, the study's folder and how workers share a study: docs/sweeps.md.
-
-Before any trial runs, the example's parser reads the fit arguments with every bound and
-every choice of the space, so a mistyped option path or a value of the wrong type stops
-the sweep at once, as a one-line ``error:``.
+"""Command line: ``python -m <package>.sweep regression --trials 20 [-- FIT ARGUMENTS]``
+(docs/sweeps.md). Before any trial runs, the example's parser reads the fit arguments with
+every bound and every choice of the space, so a mistyped option path or a value of the
+wrong type stops the sweep at once, as a one-line ``error:``.
 """
 
 import argparse
@@ -77,7 +75,11 @@ def main(argv: list[str] | None = None) -> optuna.Study:
             seed=options.seed,
             folder=folder,
         )
-        base = _check_arguments(example_main(example), search, settings.fit_args, config)
+        fit_main = example_main(example)
+        for row in search.edge_rows():
+            _print_config(fit_main, [*settings.fit_args, *search.overrides(row)], search)
+        # best.yaml is the difference from the config on its own.
+        base = yaml.safe_load(_print_config(fit_main, ["--config", str(config)], search))
         study = _open_study(settings, search)
         storage.fail_dead_trials(study)
         if storage.finished(study) >= settings.trials:
@@ -87,18 +89,9 @@ def main(argv: list[str] | None = None) -> optuna.Study:
         return _finish(study, search, base, folder)
 
 
-def _check_arguments(
-    fit_main: trial.Main, search: space.SearchSpace, fit_args: tuple[str, ...], config: Path
-) -> dict[str, Any]:
-    """Parse the fit arguments with every bound and choice of ``search`` (the parser's
-    ``--print_config`` stops before anything is built); return the config on its own, which
-    ``best.yaml`` is the difference from."""
-    for row in search.edge_rows():
-        _print_config(fit_main, [*fit_args, *search.overrides(row)], search)
-    return yaml.safe_load(_print_config(fit_main, ["--config", str(config)], search))
-
-
 def _print_config(fit_main: trial.Main, args: list[str], search: space.SearchSpace) -> str:
+    """The config the example's parser makes of ``args`` (``--print_config`` stops before
+    anything is built); its refusal, as the space's."""
     printed, errors = io.StringIO(), io.StringIO()
     try:
         with redirect_stdout(printed), redirect_stderr(errors):
@@ -128,15 +121,11 @@ def _open_study(settings: Settings, search: space.SearchSpace) -> optuna.Study:
 
 
 def _start_workers(settings: Settings, count: int) -> None:
-    """Run :func:`work` in ``count`` processes: this one and ``count - 1`` started beside it.
-
-    On Linux the others are forked before this process trains anything, so they start with
-    torch and Lightning already imported; elsewhere (macOS, Windows) forking a process that
-    imported torch is unsafe, and they are spawned."""
-    if sys.platform.startswith("linux"):
-        context = multiprocessing.get_context("fork")
-    else:
-        context = multiprocessing.get_context("spawn")
+    """Run :func:`work` here and in ``count - 1`` processes beside this one. On Linux they
+    are forked before this process trains anything, with torch and Lightning imported;
+    elsewhere (macOS, Windows) forking a process that imported torch is unsafe."""
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
+    context = multiprocessing.get_context(method)
     others = [context.Process(target=work, args=(settings, index)) for index in range(1, count)]
     for process in others:
         process.start()

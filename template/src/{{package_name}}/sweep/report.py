@@ -2,9 +2,9 @@
 
 ``best.yaml`` is the best trial's run as a fragment to lay over the example's config: every
 setting in which the trial's saved ``config.yaml`` differs from the config alone (the sampled
-values and the fit arguments after ``--``). So ``fit --config configs/<example>.yaml
---config best.yaml`` is the trial's run again. The plots use Optuna's matplotlib backend,
-which writes a file with no browser.
+values and the fit arguments after ``--``). The plots use Optuna's matplotlib backend, which
+writes a file with no browser. Each file is written to a temporary name and moved into
+place: several sweeps of one study may end at once.
 """
 
 import os
@@ -17,27 +17,21 @@ import yaml
 
 from .space import SearchSpace
 
-NOT_REPRODUCED = {("trainer", "default_root_dir")}
-"""Where the trial wrote; a rerun writes where its own config says."""
-
 
 def write_best(
     study: optuna.Study, space: SearchSpace, base: dict[str, Any], folder: Path
 ) -> Path | None:
     """Write ``best.yaml``; None when no trial has completed yet."""
-    completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    if not completed:
+    if not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         return None
     best = study.best_trial
     log_dir = Path(best.user_attrs["log_dir"])
-    trial_config = yaml.safe_load((log_dir / "config.yaml").read_text())
-    fragment = _difference(trial_config, base)
+    fragment = _difference(yaml.safe_load((log_dir / "config.yaml").read_text()), base)
     header = (
         f"# Trial {best.number} of study {study.study_name}: {space.key} {best.value:.6g}\n"
         f"# fit --config <the example's config> --config best.yaml runs it again.\n"
         f"# Its logs: {log_dir}\n"
     )
-    # Through a temporary file, as the plots: several sweeps of one study may end at once.
     temporary = folder / f".best.yaml.{os.getpid()}.tmp"
     temporary.write_text(header + yaml.safe_dump(fragment, sort_keys=False))
     os.replace(temporary, folder / "best.yaml")
@@ -78,11 +72,12 @@ def draw(study: optuna.Study, folder: Path) -> list[Path]:
 def _difference(
     config: dict[str, Any], base: dict[str, Any], path: tuple[str, ...] = ()
 ) -> dict[str, Any]:
-    """The leaves of ``config`` that ``base`` lacks or holds with another value, nested."""
+    """The leaves of ``config`` that ``base`` lacks or holds with another value, nested;
+    never where the trial wrote (a rerun writes where its own config says)."""
     fragment: dict[str, Any] = {}
     for key, value in config.items():
         here = (*path, key)
-        if here in NOT_REPRODUCED:
+        if here == ("trainer", "default_root_dir"):
             continue
         theirs = base.get(key)
         if isinstance(value, dict) and isinstance(theirs, dict):

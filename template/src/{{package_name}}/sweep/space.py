@@ -4,8 +4,8 @@ over which values, and which ``summary.json`` key says how good a run was.
 A key is a LightningCLI option path; a sampled value reaches the run as ``--key=value``.
 Optuna stores only scalar choices, so a categorical whose choices are lists is stored as
 each choice's JSON text (``"[64, 64]"``) and decoded back before the run sees it. Optuna's
-distributions check the ranges; whether the option paths exist is checked later, against
-the example's own parser.
+distributions and pruner check the ranges and options; whether the option paths exist is
+checked later, against the example's own parser.
 """
 
 import json
@@ -19,12 +19,11 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 
 from ..run.errors import UserError
 
-_OPTIONS = {
-    "float": ({"low", "high"}, {"log", "step"}),
-    "int": ({"low", "high"}, {"log", "step"}),
-    "categorical": ({"choices"}, set()),
+_KINDS = {
+    "float": FloatDistribution,
+    "int": IntDistribution,
+    "categorical": CategoricalDistribution,
 }
-_PRUNER_OPTIONS = {"n_startup_trials", "n_warmup_steps", "interval_steps", "n_min_trials"}
 
 
 @dataclass(frozen=True)
@@ -36,35 +35,23 @@ class Parameter:
 
     def suggest(self, trial: optuna.Trial) -> Any:
         """Sample this parameter for ``trial`` and return the value the run gets."""
-        distribution = self.distribution
-        if isinstance(distribution, CategoricalDistribution):
-            return self.decode(trial.suggest_categorical(self.key, distribution.choices))
-        if isinstance(distribution, IntDistribution):
-            return trial.suggest_int(
-                self.key,
-                distribution.low,
-                distribution.high,
-                step=distribution.step,
-                log=distribution.log,
-            )
-        assert isinstance(distribution, FloatDistribution)
-        return trial.suggest_float(
-            self.key,
-            distribution.low,
-            distribution.high,
-            step=distribution.step,
-            log=distribution.log,
-        )
+        dist = self.distribution
+        if isinstance(dist, CategoricalDistribution):
+            return self.decode(trial.suggest_categorical(self.key, dist.choices))
+        if isinstance(dist, IntDistribution):
+            return trial.suggest_int(self.key, dist.low, dist.high, step=dist.step, log=dist.log)
+        assert isinstance(dist, FloatDistribution)
+        return trial.suggest_float(self.key, dist.low, dist.high, step=dist.step, log=dist.log)
 
     def decode(self, stored: Any) -> Any:
         return json.loads(stored) if self.encoded else stored
 
     def edge_values(self) -> list[Any]:
         """Values that exercise the parser: both bounds, or every choice."""
-        distribution = self.distribution
-        if isinstance(distribution, CategoricalDistribution):
-            return [self.decode(choice) for choice in distribution.choices]
-        return [distribution.low, distribution.high]  # type: ignore[attr-defined]
+        dist = self.distribution
+        if isinstance(dist, CategoricalDistribution):
+            return [self.decode(choice) for choice in dist.choices]
+        return [dist.low, dist.high]  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -74,8 +61,7 @@ class SearchSpace:
     """The ``summary.json`` key whose value a trial is judged by."""
     direction: Literal["minimize", "maximize"]
     parameters: tuple[Parameter, ...]
-    pruner: dict[str, int]
-    """Arguments of Optuna's ``MedianPruner``."""
+    pruner: optuna.pruners.MedianPruner
 
     def overrides(self, values: dict[str, Any]) -> list[str]:
         """``--key=value`` arguments for ``values``: a string as it is, anything else as
@@ -103,8 +89,7 @@ def load(path: str | Path) -> SearchSpace:
     except OSError as error:
         raise UserError(f"--space {path}: {error.strerror or error}") from error
     except yaml.YAMLError as error:
-        reason = " ".join(str(error).split())
-        raise UserError(f"--space {path}: not YAML: {reason}") from error
+        raise UserError(f"--space {path}: not YAML: {' '.join(str(error).split())}") from error
 
     def refuse(message: str) -> UserError:
         return UserError(f"--space {path}: {message}")
@@ -127,11 +112,10 @@ def load(path: str | Path) -> SearchSpace:
     parameters = document.get("parameters")
     if not isinstance(parameters, dict) or not parameters:
         raise refuse("parameters must map at least one option path to its range")
-    pruner = document.get("pruner") or {}
-    if not isinstance(pruner, dict) or set(pruner) - _PRUNER_OPTIONS:
-        raise refuse(f"pruner takes only {sorted(_PRUNER_OPTIONS)} (optuna's MedianPruner)")
-    if not all(isinstance(value, int) and value >= 0 for value in pruner.values()):
-        raise refuse("pruner's values are counts: whole numbers, 0 or more")
+    try:
+        pruner = optuna.pruners.MedianPruner(**(document.get("pruner") or {}))
+    except (TypeError, ValueError) as error:
+        raise refuse(f"pruner (optuna's MedianPruner): {error}") from None
     return SearchSpace(
         path=path,
         key=objective["key"],
@@ -141,21 +125,15 @@ def load(path: str | Path) -> SearchSpace:
     )
 
 
-def _parameter(key: object, spec: object, refuse: Any) -> Parameter:
-    if not isinstance(key, str) or not all(part.isidentifier() for part in key.split(".")):
-        raise refuse(f"{key!r} is not an option path such as model.learning_rate")
-    if not isinstance(spec, dict) or spec.get("type") not in _OPTIONS:
-        kind = spec.get("type") if isinstance(spec, dict) else spec
+def _parameter(key: str, spec: object, refuse: Any) -> Parameter:
+    # Whether the key is an option path, the example's parser says (see __main__).
+    kind = spec.get("type") if isinstance(spec, dict) else spec
+    if not isinstance(spec, dict) or kind not in _KINDS:
         raise refuse(f"{key}: unknown type {kind!r}; give float, int or categorical")
-    kind = spec["type"]
-    required, optional = _OPTIONS[kind]
-    given = set(spec) - {"type"}
-    if required - given:
-        raise refuse(f"{key}: a {kind} parameter needs {' and '.join(sorted(required - given))}")
-    if given - required - optional:
-        raise refuse(f"{key}: a {kind} parameter takes no {sorted(given - required - optional)[0]}")
+    options = {name: value for name, value in spec.items() if name != "type"}
+    encoded = False
     if kind == "categorical":
-        choices = spec["choices"]
+        choices = options.get("choices")
         if not isinstance(choices, list) or not choices:
             raise refuse(f"{key}: choices must be a non-empty list")
         if len(set(map(json.dumps, choices))) < len(choices):
@@ -163,23 +141,20 @@ def _parameter(key: object, spec: object, refuse: Any) -> Parameter:
         encoded = not all(
             choice is None or isinstance(choice, bool | int | float | str) for choice in choices
         )
-        stored = [json.dumps(choice) for choice in choices] if encoded else choices
-        return Parameter(key, CategoricalDistribution(stored), encoded)
-
-    # Optuna's distributions check the bounds, log and step, but would round a float bound
-    # of an int parameter, or compare a string: the types are checked here.
-    number = int if kind == "int" else (int, float)
-    low, high, step, log = spec["low"], spec["high"], spec.get("step"), spec.get("log", False)
-    for name, value in (("low", low), ("high", high), ("step", step)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, number)):
-            wanted = "a whole number" if kind == "int" else "a number"
-            raise refuse(f"{key}: {name} is {value!r}, not {wanted}")
-    if not isinstance(log, bool):
-        raise refuse(f"{key}: log is {log!r}; give true or false")
-    try:
-        if kind == "int":
-            step = 1 if step is None else step
-            return Parameter(key, IntDistribution(low, high, log=log, step=step))
-        return Parameter(key, FloatDistribution(float(low), float(high), log=log, step=step))
-    except ValueError as error:  # Optuna's own check of the bounds, log and step
+        if encoded:
+            options["choices"] = [json.dumps(choice) for choice in choices]
+    else:
+        # Optuna's distributions would round a float bound of an int parameter, take any
+        # truthy log, or compare a string: the types are checked here.
+        number = int if kind == "int" else (int, float)
+        for name in ("low", "high", "step"):
+            value = options.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, number)):
+                wanted = "a whole number" if kind == "int" else "a number"
+                raise refuse(f"{key}: {name} is {value!r}, not {wanted}")
+        if not isinstance(options.get("log", False), bool):
+            raise refuse(f"{key}: log is {options['log']!r}; give true or false")
+    try:  # Optuna's own checks: the bounds, log and step, and options it does not take
+        return Parameter(key, _KINDS[kind](**options), encoded)
+    except (TypeError, ValueError) as error:
         raise refuse(f"{key}: {error}") from None

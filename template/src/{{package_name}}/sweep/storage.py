@@ -1,14 +1,13 @@
 """Where a study lives, and what happens to the trials of a worker that was killed.
 
 ``--storage`` is an RDB URL or ``journal:PATH``, Optuna's append-only journal file (the
-default), which every worker on a shared filesystem can open (Optuna takes over the file
-lock of a worker that died holding it).
+default), which every worker on a shared filesystem can open.
 
-A killed worker leaves its trial RUNNING. Optuna's heartbeat, which marks such a trial FAIL,
-exists only for RDB storage. So every trial records the host, process id and start time of
-its worker, and :func:`fail_dead_trials` marks FAIL the RUNNING trials of this host whose
-process is gone. One of another host is left alone: this machine cannot tell whether its
-worker still runs.
+A killed worker leaves its trial RUNNING, and Optuna's heartbeat, which marks such a trial
+FAIL, exists only for RDB storage. So every trial records the host, process id and start
+time of its worker, and :func:`fail_dead_trials` marks FAIL the RUNNING trials of this host
+whose process is gone. One of another host is left alone: this machine cannot tell whether
+its worker still runs.
 """
 
 import os
@@ -26,8 +25,6 @@ from ..run.errors import UserError
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 """The trials that count towards ``--trials``."""
-HEARTBEAT_SECONDS = 20
-GRACE_SECONDS = 60
 
 
 def open_storage(url: str) -> BaseStorage:
@@ -46,20 +43,12 @@ def open_storage(url: str) -> BaseStorage:
             with warnings.catch_warnings():
                 # Optuna calls its heartbeat experimental; a sweep user cannot act on that.
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return RDBStorage(
-                    url, heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS
-                )
-    except (ImportError, OSError, ValueError) as error:
-        raise UserError(f"--storage {url}: {_first_line(error)}") from error
-    except Exception as error:  # SQLAlchemy's errors: a bad URL, a database it cannot reach
-        raise UserError(f"--storage {url}: {type(error).__name__}: {_first_line(error)}") from error
+                return RDBStorage(url, heartbeat_interval=20, grace_period=60)
+    except Exception as error:  # SQLAlchemy's too: a bad URL, a database it cannot reach
+        # SQLAlchemy adds the statement and a link on lines of their own; a refusal is one.
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        raise UserError(f"--storage {url}: {type(error).__name__}: {first_line}") from error
     raise UserError(f"--storage {url}: give an RDB URL (sqlite:///FILE) or journal:PATH")
-
-
-def _first_line(error: Exception) -> str:
-    """The first line of ``error``'s message: SQLAlchemy adds the statement and a link on
-    lines of their own, and a refusal is one line."""
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def finished(study: optuna.Study) -> int:
@@ -94,10 +83,12 @@ def fail_dead_trials(study: optuna.Study) -> None:
 
 
 def this_worker() -> dict[str, Any]:
-    """What a trial records of the process that runs it: host, process id and, where the
-    system says, when the process started, so that a later process given the same id (a
-    container's first process is always 1) is not taken for it."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "started": _started(os.getpid())}
+    """What a trial records of the process that runs it. The start time, where the system
+    gives it, keeps a later process given the same id (a container's first process is
+    always 1) from being taken for it."""
+    stat = _stat(os.getpid())
+    started = stat[19] if stat else None
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": started}
 
 
 def _alive(worker: dict[str, Any]) -> bool:
@@ -121,14 +112,9 @@ def _alive(worker: dict[str, Any]) -> bool:
     return stat[0] != "Z" and (started is None or stat[19] == started)
 
 
-def _started(pid: int) -> str | None:
-    """When process ``pid`` started, in clock ticks since boot (/proc), or None."""
-    stat = _stat(pid)
-    return stat[19] if stat is not None else None
-
-
 def _stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state first), or None."""
+    """The fields of /proc/PID/stat after the command name, or None: the state first, and
+    at 19 when the process started, in clock ticks since boot."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):

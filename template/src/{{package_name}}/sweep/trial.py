@@ -2,17 +2,14 @@
 example's own ``main`` with the sampled values as ``--key=value`` after the user's arguments,
 in ``trial_<number>/`` of the study's folder.
 
-:class:`TrialReporter` reports the objective to Optuna as the run goes. When the pruner says
-stop, it asks the trainer to stop, so the run still ends cleanly and writes its
-``summary.json``; only then is the trial told it was pruned.
+When the pruner says stop, :class:`TrialReporter` asks the trainer to stop, so the run still
+ends cleanly and writes its ``summary.json``; only then is the trial told it was pruned.
 """
 
 import json
-import sys
 from collections.abc import Callable, Sequence
-from contextlib import redirect_stderr
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import lightning as L
 import optuna
@@ -27,8 +24,8 @@ Main = Callable[..., Any]
 
 
 class TrialReporter(Callback):
-    """Reports ``key`` after every validation (regression) or every evaluation (PPO, whose
-    reporting callback keeps its ``evaluations``; its ``summary_extras`` gives the value)."""
+    """Reports ``key`` after every validation (regression) or every evaluation (PPO: the
+    callback that keeps ``evaluations`` gives the value in its ``summary_extras``)."""
 
     def __init__(self, trial: optuna.Trial, key: str) -> None:
         self.trial = trial
@@ -42,25 +39,15 @@ class TrialReporter(Callback):
         if not trainer.sanity_checking and value is not None:
             self._report(trainer, float(value), trainer.current_epoch)
 
-    def on_train_batch_end(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-    ) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *_: Any) -> None:
         for callback in trainer.callbacks:  # type: ignore[attr-defined]
-            # Only a callback with evaluations (PPO's reporting) has values to report, and
-            # only after a new one: its summary is built then, not after every batch.
             evaluations = getattr(callback, "evaluations", None) or []
             extras = getattr(callback, "summary_extras", None)
-            if len(evaluations) <= self._evaluations or not callable(extras):
-                continue
-            values = extras(trainer, pl_module)
-            if isinstance(values, dict) and values.get(self.key) is not None:
+            if len(evaluations) > self._evaluations and callable(extras):  # a new evaluation
                 self._evaluations = len(evaluations)
-                self._report(trainer, float(values[self.key]), int(evaluations[-1][0]))
+                value = extras(trainer, pl_module).get(self.key)
+                if value is not None:
+                    self._report(trainer, float(value), int(evaluations[-1][0]))
 
     def _report(self, trainer: L.Trainer, value: float, step: int) -> None:
         if self.pruned_at is not None:
@@ -80,16 +67,20 @@ def run(
     summary has no value for the objective."""
     trial.set_user_attr("worker", this_worker())
     values = {parameter.key: parameter.suggest(trial) for parameter in space.parameters}
-    sampled = " ".join(space.overrides(values))
     root = folder / f"trial_{trial.number}"
     args = ["fit", *fit_args, *space.overrides(values), f"--trainer.default_root_dir={root}"]
     reporter = TrialReporter(trial, space.key)
-    errors = _LastErrorLine(sys.stderr)
     try:
-        with redirect_stderr(errors):  # type: ignore[type-var]
-            cli = main(args, callbacks=[reporter])
+        cli = main(args, callbacks=[reporter])
     except SystemExit as stop:
-        reason = errors.line or f"the run ended with status {stop.code} before it trained"
+        # The run printed its refusal, a UserError (the exit's context), and the sweep
+        # repeats it as its own last line.
+        refusal = stop.__context__
+        if isinstance(refusal, UserError):
+            reason = str(refusal)
+        else:
+            reason = f"the run ended with status {stop.code} before it trained"
+        sampled = " ".join(space.overrides(values))
         raise UserError(f"trial {trial.number} ({sampled}): {reason}") from None
     log_dir = Path(cli.trainer.log_dir or root)
     trial.set_user_attr("log_dir", str(log_dir))
@@ -105,23 +96,3 @@ def run(
     if reporter.pruned_at is not None:
         raise optuna.TrialPruned(f"at step {reporter.pruned_at}; {space.key} {value:.4g}")
     return float(value)
-
-
-class _LastErrorLine:
-    """A stream that passes everything on to ``stream`` and keeps the last ``error: ...``
-    line: the run's own one-line refusal, which the sweep repeats as its last line."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.line: str | None = None
-        self._pending = ""
-
-    def write(self, text: str) -> int:
-        *lines, self._pending = (self._pending + text).split("\n")
-        for line in lines:
-            if line.startswith("error: "):
-                self.line = line.removeprefix("error: ")
-        return self.stream.write(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)

@@ -16,8 +16,6 @@ from ..run.errors import UserError, user_errors
 from ..run.guards import NonFiniteError
 from . import space, storage, trial
 
-WAIT_SECONDS = 0.2
-"""How often a worker with no trial to start looks whether the running ones finished."""
 PACKAGE = str(__package__).rpartition(".")[0]
 EXAMPLES = [name for name in ("regression", "ppo", "sequence") if find_spec(f"{PACKAGE}.{name}")]
 
@@ -47,18 +45,16 @@ def work(settings: Settings, worker: int) -> None:
         study = optuna.load_study(
             study_name=settings.study,
             storage=storage.open_storage(settings.storage),
-            pruner=optuna.pruners.MedianPruner(**search.pruner),
+            pruner=search.pruner,
         )
         refusals: list[UserError] = []
+        failed_in_a_row = 0
 
         def objective(run: optuna.Trial) -> float:
-            # A sampler seeded by --seed and the trial's number, before the trial draws its
-            # values: trial n draws what it would draw with any number of workers, or after
-            # a resume, where the history it learns from is the same. Optuna has already
-            # called the previous sampler's before_trial, which TPE's independent sampling
-            # does not use; every draw and after_trial go to this one.
-            # Optuna 5 changed TPE's defaults (multivariate, constant liar): pinned to 4.x's,
-            # so that optuna>=4.3 means one sampler.
+            # A sampler seeded by --seed and the trial's number: trial n draws what it would
+            # draw with any number of workers, or after a resume. It is set after Optuna called
+            # the old one's before_trial, which TPE does not use. TPE's defaults are pinned to
+            # Optuna 4's (Optuna 5 made it multivariate, with a constant liar).
             run.study.sampler = optuna.samplers.TPESampler(
                 seed=(settings.seed * 1_000_003 + run.number) % 2**32,
                 multivariate=False,
@@ -69,8 +65,6 @@ def work(settings: Settings, worker: int) -> None:
             except UserError as error:  # raised once the trial has ended: no traceback
                 refusals.append(error)
                 return float("nan")
-
-        failed_in_a_row = 0
 
         def after_trial(study: optuna.Study, finished: optuna.trial.FrozenTrial) -> None:
             nonlocal failed_in_a_row
@@ -88,7 +82,7 @@ def work(settings: Settings, worker: int) -> None:
             while storage.finished(study) < settings.trials:
                 left = to_start(study, settings.trials)
                 if left <= 0:  # the rest run in live workers here: wait for how they end
-                    time.sleep(WAIT_SECONDS)
+                    time.sleep(0.2)
                     continue
                 study.optimize(
                     objective,
@@ -102,10 +96,9 @@ def work(settings: Settings, worker: int) -> None:
 
 
 def to_start(study: optuna.Study, trials: int) -> int:
-    """How many more trials the study needs to hold ``trials`` finished ones: those running
-    in live workers on this machine should finish, so a worker does not start one beside
-    them that would only be an extra, and end the sweep later. It waits for them instead,
-    in case one fails or its worker dies."""
+    """How many more trials the study needs to hold ``trials`` finished ones. Those running
+    in live workers on this machine should finish: a worker waits for them (one may fail,
+    or its worker die) instead of starting an extra one beside them."""
     return trials - storage.finished(study) - storage.running_here(study)
 
 

@@ -189,6 +189,32 @@ def test_unknown_option_path_stops_the_sweep_before_any_trial(
     assert not (tmp_path / "sweeps").exists()
 
 
+@pytest.mark.cli
+def test_a_value_the_run_refuses_ends_the_sweep_with_the_runs_own_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The parser takes the value, the data module refuses it: the trial fails and the
+    sweep's last line is the run's refusal, with the trial's values, and no traceback."""
+    refused = {"data.max_levels": {"type": "int", "low": 0, "high": 0}}
+    path = _space(tmp_path, {**SPACE, "parameters": refused})
+    with pytest.raises(SystemExit) as stop:
+        sweep_main(
+            [
+                "regression",
+                f"--space={path}",
+                "--trials=1",
+                f"--config={CONFIG}",
+                f"--root={tmp_path}",
+            ]
+        )
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == (
+        "error: trial 0 (--data.max_levels=0): --data.max_levels must be at least 1, got 0"
+    )
+    assert "Traceback" not in err
+
+
 @pytest.mark.slow
 @pytest.mark.cli
 def test_worker_killed_mid_trial_fails_that_trial_and_a_rerun_reaches_the_total(
