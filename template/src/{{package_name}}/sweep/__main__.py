@@ -124,8 +124,10 @@ def _start_workers(settings: Settings, count: int) -> None:
     """Run :func:`work` here and in ``count - 1`` processes beside this one. On Linux they
     are forked before this process trains anything, with torch and Lightning imported;
     elsewhere (macOS, Windows) forking a process that imported torch is unsafe."""
-    method = "fork" if sys.platform.startswith("linux") else "spawn"
-    context = multiprocessing.get_context(method)
+    if sys.platform.startswith("linux"):
+        context = multiprocessing.get_context("fork")
+    else:
+        context = multiprocessing.get_context("spawn")
     others = [context.Process(target=work, args=(settings, index)) for index in range(1, count)]
     for process in others:
         process.start()

@@ -127,9 +127,10 @@ def load(path: str | Path) -> SearchSpace:
 
 def _parameter(key: str, spec: object, refuse: Any) -> Parameter:
     # Whether the key is an option path, the example's parser says (see __main__).
-    kind = spec.get("type") if isinstance(spec, dict) else spec
-    if not isinstance(spec, dict) or kind not in _KINDS:
+    if not isinstance(spec, dict) or spec.get("type") not in _KINDS:
+        kind = spec.get("type") if isinstance(spec, dict) else spec
         raise refuse(f"{key}: unknown type {kind!r}; give float, int or categorical")
+    kind = spec["type"]
     options = {name: value for name, value in spec.items() if name != "type"}
     encoded = False
     if kind == "categorical":

@@ -45,9 +45,9 @@ class TrialReporter(Callback):
             extras = getattr(callback, "summary_extras", None)
             if len(evaluations) > self._evaluations and callable(extras):  # a new evaluation
                 self._evaluations = len(evaluations)
-                value = extras(trainer, pl_module).get(self.key)
-                if value is not None:
-                    self._report(trainer, float(value), int(evaluations[-1][0]))
+                values = extras(trainer, pl_module)
+                if isinstance(values, dict) and values.get(self.key) is not None:
+                    self._report(trainer, float(values[self.key]), int(evaluations[-1][0]))
 
     def _report(self, trainer: L.Trainer, value: float, step: int) -> None:
         if self.pruned_at is not None:
