@@ -131,7 +131,8 @@ def _parameter(key: str, spec: object, refuse: Any) -> Parameter:
         kind = spec.get("type") if isinstance(spec, dict) else spec
         raise refuse(f"{key}: unknown type {kind!r}; give float, int or categorical")
     kind = spec["type"]
-    options = {name: value for name, value in spec.items() if name != "type"}
+    # An option given as null is left to its default.
+    options = {name: value for name, value in spec.items() if name != "type" and value is not None}
     encoded = False
     if kind == "categorical":
         choices = options.get("choices")

@@ -63,6 +63,7 @@ def test_good_space_samples_every_type_as_the_run_receives_it(tmp_path: Path) ->
         ({**GOOD, "sampler": "tpe"}, "unknown key 'sampler'"),
         (_with({"type": "uniform", "low": 0, "high": 1}), "unknown type 'uniform'"),
         (_with({"type": "float", "low": 1.0}), "missing 1 required positional argument: 'high'"),
+        (_with({"type": "float", "low": None, "high": 1.0}), "argument: 'low'"),  # null: absent
         # Optuna's own messages, which differ between 4.3 and 5 but name the values.
         (_with({"type": "float", "low": 1.0, "high": 0.5}), r"\(low=1\.0, high=0\.5\)"),
         (_with({"type": "float", "low": 0.0, "high": 1.0, "log": True}), r"log.*\(low=0\.0"),
