@@ -79,7 +79,7 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """All benchmarks, or those named: ``nox -s bench -- sb3 update scaling checks guards
-    audit sweep loop gpu``."""
+    audit sweep loop sequence gpu``."""
     session.install("copier")
     _render(session, "full", BENCH_DIR)  # the audit and sweep benches need their features
     session.install("-e", str(BENCH_DIR), "stable-baselines3>=2.4")
@@ -93,6 +93,7 @@ def bench(session: nox.Session) -> None:
         "scaling": "ppo_scaling.py",
         "sweep": "sweep_bench.py",
         "loop": "regression_loop.py",
+        "sequence": "sequence_loop.py",
         "gpu": "gpu.py",
     }
     for name in session.posargs or list(scripts):
