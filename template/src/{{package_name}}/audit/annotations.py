@@ -25,7 +25,7 @@ from beartype.roar import (
     BeartypeException,
 )
 
-from .findings import Finding, Findings, places
+from .findings import Finding, Findings, place
 
 __all__ = ["TYPECHECKER", "recording", "reporting_beartype"]
 
@@ -80,14 +80,8 @@ def _return_value_parameter(stand_in: Callable[..., Any]) -> str | None:
     which is the one local variable that stand-in's body reads; None for the first stand-in,
     whose body reads none. A parameter of the user's own named ``ret...``, or a ``**kwargs``
     after the keyword, cannot be mistaken for it, as a test of the names alone could."""
-    code = getattr(stand_in, "__code__", None)
-    if code is None:
-        return None
-    read = {op.argval for op in dis.get_instructions(code) if op.opname.startswith("LOAD_FAST")}
-    parameter = inspect.signature(stand_in).parameters.get(next(iter(read), ""))
-    if len(read) != 1 or parameter is None:
-        return None
-    return parameter.name if parameter.kind is inspect.Parameter.KEYWORD_ONLY else None
+    read = dis.get_instructions(stand_in)
+    return next((op.argval for op in read if op.opname.startswith("LOAD_FAST")), None)
 
 
 def _culprit(
@@ -119,16 +113,13 @@ def _record(
     call in a loop given a new wrong value each step stays one finding."""
     function = f"{stand_in.__module__}.{stand_in.__qualname__}"
     expected, (actual, value_type, shapes) = _hint_text(hint), _describe(value)
-    innermost, user = places(sys._getframe(1))
-    file, line, source = innermost or ("<unknown>", 0, "")
+    file, line, source = place(sys._getframe(1)) or ("<unknown>", 0, "")
     key = ("annotation", file, line, function, argument, expected, value_type, *map(tuple, shapes))
 
     def make() -> Finding:
         finding = Finding("annotation", function, shapes, [], file, line, source)
         finding.function, finding.argument = function, argument
         finding.expected, finding.actual = expected, actual
-        if user is not None:
-            finding.user_file, finding.user_line, finding.user_source = user
         return finding
 
     findings.add(key, make)

@@ -1,18 +1,15 @@
 """``python -m <package>.audit [options] SCRIPT [ARGS...]`` or ``... -m MODULE [ARGS...]``:
-run a program as Python would, under the broadcast guard, and report every finding.
+run a program as Python would (its own ``sys.argv``, ``__name__``, working directory and
+import path) under the broadcast guard, and report every finding once it has ended.
 
-The program keeps its own ``sys.argv``, ``__name__ == "__main__"``, working directory and
-import path (the script's folder, or the working directory with ``-m``), and its output
-passes through unchanged; the audit writes to stderr only after the program ends, and the
-``--report`` JSON is the record. Exit status: 1 when there are findings, otherwise the
-program's own status (0 when ``--max-seconds`` stopped it), and 2 for a usage error, which
-is one ``error: ...`` line on stderr before anything runs.
-
-Only the main thread of the main process is audited: DataLoader workers, async
+Exit status: 1 when there are findings, otherwise the program's own (0 when
+``--max-seconds`` stopped it); 2 for a usage error, one ``error: ...`` line before anything
+runs. Only the main thread of the main process is audited: DataLoader workers, async
 environments and DDP children run unguarded.
 """
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import runpy
@@ -21,9 +18,12 @@ import sys
 import traceback
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from ..core.broadcast import BroadcastError, BroadcastGuard, Stretch
+import torch
+from torch.nn.modules.module import register_module_buffer_registration_hook
+
+from ..core.broadcast import BroadcastError, BroadcastGuard, Stretch, mark_constant, mark_grid
 from .findings import Findings
 
 __all__ = ["main"]
@@ -120,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.path[0] = script if os.path.isdir(script) else os.path.dirname(script)
     try:
         for package in options.typecheck:
-            if importlib.util.find_spec(package.partition(".")[0]) is None:
-                parser.error(f"--typecheck: no package named {package.partition('.')[0]!r}")
+            top = package.partition(".")[0]
+            if importlib.util.find_spec(top) is None:
+                parser.error(f"--typecheck: no package named {top!r}")
         status, stopped = _run(target, args, options, findings)
     except _NoModule:
         parser.error(f"no module named {target!r}")
@@ -136,46 +137,66 @@ def main(argv: list[str] | None = None) -> int:
 def _run(
     target: str, args: list[str], options: argparse.Namespace, findings: Findings
 ) -> tuple[int, bool]:
-    """Run the program to its end (``sys.path[0]`` is set already; ``main`` restores it
-    and ``sys.argv``); returns its exit status and whether time ran out."""
+    """Run the program to its end (``main`` restores ``sys.argv`` and ``sys.path``); returns
+    its exit status and whether time ran out."""
 
     def on_stretch(stretch: Stretch) -> None:
-        findings.add_stretch(stretch)
-        if options.stop_on_first:
+        if findings.add_stretch(stretch) and options.stop_on_first:
             raise BroadcastError(stretch.message())
 
-    hooks = _typecheck(options.typecheck, findings, options.stop_on_first)
-    previous_handler = _start_clock(options.max_seconds)
-    stopped = False
-    try:
-        with BroadcastGuard(on_stretch=on_stretch):
-            if options.module:
-                sys.argv = [target, *args]
-                _find_module(target)
-                runpy.run_module(target, run_name="__main__", alter_sys=True)
-            else:
-                sys.argv = [os.path.abspath(target), *args]
-                runpy.run_path(sys.argv[0], run_name="__main__")
-        status = 0
-    except _NoModule:
-        raise
-    except SystemExit as exit:
-        status = _exit_status(exit.code)
-    except _OutOfTime:
-        status, stopped = 0, True
-    except BaseException as error:  # the program failed: show it as Python would
-        sys.stdout.flush()
-        traceback.print_exception(type(error), error, _program_frames(error.__traceback__))
-        status = 1
-    finally:
-        _stop_clock(previous_handler)
-        for hook in hooks:
-            hook.uninstall()
-        if hooks:
+    with contextlib.ExitStack() as undo:
+        if options.typecheck:
+            import jaxtyping
+
             from . import annotations
 
-            annotations.recording(None)
-    return status, stopped
+            annotations.recording(findings, options.stop_on_first)
+            undo.callback(annotations.recording, None)
+            hook = jaxtyping.install_import_hook(options.typecheck, annotations.TYPECHECKER)
+            undo.callback(hook.uninstall)
+        undo.callback(register_module_buffer_registration_hook(_mark_buffer).remove)
+        if options.max_seconds is not None:
+            previous = signal.signal(signal.SIGALRM, _stop)
+            undo.callback(signal.signal, signal.SIGALRM, previous)
+            undo.callback(signal.setitimer, signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_REAL, options.max_seconds)
+        try:
+            with BroadcastGuard(on_stretch=on_stretch):
+                if options.module:
+                    sys.argv = [target, *args]
+                    _find_module(target)
+                    runpy.run_module(target, run_name="__main__", alter_sys=True)
+                else:
+                    sys.argv = [os.path.abspath(target), *args]
+                    runpy.run_path(sys.argv[0], run_name="__main__")
+        except _NoModule:
+            raise
+        except SystemExit as exit:
+            return _exit_status(exit.code), False
+        except _OutOfTime:
+            return 0, True
+        except BaseException as error:  # the program failed: show it as Python would
+            sys.stdout.flush()
+            traceback.print_exception(type(error), error, _program_frames(error.__traceback__))
+            return 1, False
+    return 0, False
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise _OutOfTime
+
+
+def _mark_buffer(module: torch.nn.Module, name: str, buffer: torch.Tensor | None) -> None:
+    """A module's buffers are its own, never a batch's data: integer and boolean ones are
+    grids, float ones constants, as ``BroadcastGuardCallback`` marks them. Marked as they
+    are registered, they include ALiBi's slopes made by ``torch.Tensor([...])``, which the
+    guard does not see being made."""
+    if buffer is None:
+        return
+    if buffer.is_floating_point() or buffer.is_complex():
+        mark_constant(buffer)
+    else:
+        mark_grid(buffer)
 
 
 def _find_module(name: str) -> None:
@@ -192,36 +213,6 @@ def _find_module(name: str) -> None:
         found = False
     if not found:
         raise _NoModule(name)
-
-
-def _typecheck(packages: list[str], findings: Findings, stop_on_first: bool) -> list[Any]:
-    """jaxtyping's import hook with the recording typechecker, for each package."""
-    if not packages:
-        return []
-    import jaxtyping
-
-    from . import annotations
-
-    annotations.recording(findings, stop_on_first)
-    return [jaxtyping.install_import_hook(packages, annotations.TYPECHECKER)]
-
-
-def _start_clock(seconds: float | None) -> Any:
-    if seconds is None:
-        return None
-
-    def out_of_time(signum: int, frame: FrameType | None) -> None:
-        raise _OutOfTime
-
-    previous = signal.signal(signal.SIGALRM, out_of_time)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    return previous
-
-
-def _stop_clock(previous: Any) -> None:
-    if previous is not None:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _exit_status(code: object) -> int:

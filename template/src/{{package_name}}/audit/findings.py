@@ -3,18 +3,16 @@ happened, and the JSON report CI reads. A broadcast is merged by (file, line, op
 an annotation by (file, line, function, argument, expected hint, the value's type, shapes),
 so one violation inside a loop is one finding whatever the value at each step.
 
-A finding is attributed to the innermost frame outside torch and the checkers (jaxtyping,
-beartype, this audit). When that frame is in an installed library, ``user_file``,
-``user_line`` and ``user_source`` also give the first frame in the user's own files: the
-call to change. A file is the user's unless it lies under the interpreter's standard
-library or a site-packages folder.
+A finding's place is the innermost frame outside torch and the checkers (jaxtyping,
+beartype, this audit). When that frame is in an installed library (under the standard
+library or a site-packages folder), ``library`` names it and ``user_file``, ``user_line``
+and ``user_source`` give the first frame in the user's own files: the call to change.
 """
 
 import importlib.util
 import json
 import linecache
 import os
-import site
 import sys
 import sysconfig
 from collections.abc import Callable, Iterator
@@ -25,7 +23,7 @@ from typing import Any, Literal
 
 from ..core.broadcast import Stretch
 
-__all__ = ["Finding", "Findings", "places"]
+__all__ = ["Finding", "Findings", "place"]
 
 _REQUIRED = ("kind", "op", "shapes", "result", "file", "line", "source", "count")
 """Keys every finding has in the report; the others appear only when they apply."""
@@ -46,6 +44,7 @@ class Finding:
     line: int
     source: str
     count: int = 1
+    library: str | None = None
     user_file: str | None = None
     user_line: int | None = None
     user_source: str | None = None
@@ -68,8 +67,11 @@ class Finding:
         else:
             what = f"{self.function}: {self.argument} is {self.actual}, not {self.expected}"
         lines = [f"  {what}, {times}", f"    at {self.file}:{self.line}: {self.source}"]
-        if self.user_file is not None:
-            lines.append(f"    from {self.user_file}:{self.user_line}: {self.user_source}")
+        if self.library is not None:
+            inside = f"    inside {self.library}"
+            if self.user_file is not None:
+                inside += f", called from {self.user_file}:{self.user_line}: {self.user_source}"
+            lines.append(inside)
         return "\n".join(lines)
 
 
@@ -79,35 +81,34 @@ class Findings:
     def __init__(self) -> None:
         self._by_key: dict[tuple[Any, ...], Finding] = {}
 
-    def add(self, key: tuple[Any, ...], make: Callable[[], Finding]) -> Finding:
+    def add(self, key: tuple[Any, ...], make: Callable[[], Finding]) -> None:
         """Count one more of ``key``; ``make`` builds the finding the first time only, so a
         bug inside a training loop costs a dictionary lookup per step after the first."""
         found = self._by_key.get(key)
         if found is None:
-            found = self._by_key[key] = make()
+            self._by_key[key] = found = make()
+            _attribute(found, sys._getframe(1))
         else:
             found.count += 1
-        return found
 
-    def add_stretch(self, stretch: Stretch) -> Finding:
-        """``BroadcastGuard(on_stretch=...)``: the guard already names the innermost line
-        outside torch; the user's own frame is looked up only when that line is a library's."""
-        key = (stretch.file, stretch.line, stretch.op, stretch.shapes)
+    def add_stretch(self, stretch: Stretch) -> bool:
+        """``BroadcastGuard(on_stretch=...)``; False for a stretch inside an einx call
+        (``einx.add("b i, b j -> b i j", x, y)``), which is no finding: its expression names
+        every axis of the result, as einsum's does. einx runs each expression as code it
+        generates, so only a stretch at such a ``<string>`` line is looked into."""
+        if stretch.file.startswith("<") and _EINX and _called_from(_EINX, sys._getframe()):
+            return False
+        shapes = [list(shape) for shape in stretch.shapes]
+        file = stretch.file if stretch.file.startswith("<") else os.path.abspath(stretch.file)
 
         def make() -> Finding:
-            user = _user_place() if _in_library(stretch.file) else None
+            result = list(stretch.result)
             return Finding(
-                "broadcast",
-                stretch.op,
-                [list(shape) for shape in stretch.shapes],
-                list(stretch.result),
-                os.path.abspath(stretch.file),
-                stretch.line,
-                stretch.source,
-                **_user_fields(user),
+                "broadcast", stretch.op, shapes, result, file, stretch.line, stretch.source
             )
 
-        return self.add(key, make)
+        self.add((stretch.file, stretch.line, stretch.op, stretch.shapes), make)
+        return True
 
     def __iter__(self) -> Iterator[Finding]:
         return iter(self._by_key.values())
@@ -123,77 +124,71 @@ class Findings:
         )
 
 
-_Place = tuple[str, int, str]
-"""An absolute file, a line and its source text."""
-
-
-def _folder(path: str) -> str:
-    return os.path.join(path, "")
-
-
-def _package_folder(name: str) -> str | None:
+def _folder(name: str) -> str | None:
     spec = importlib.util.find_spec(name)  # a top-level name: found, not imported
-    return _folder(os.path.dirname(spec.origin)) if spec and spec.origin else None
+    return os.path.join(os.path.dirname(spec.origin), "") if spec and spec.origin else None
 
 
+_EINX = _folder("einx")
 _MACHINERY = tuple(
     folder
     for folder in (
-        *map(_package_folder, ("torch", "jaxtyping", "beartype")),
-        _folder(os.path.dirname(__file__)),
+        *map(_folder, ("torch", "jaxtyping", "beartype")),
+        os.path.join(os.path.dirname(__file__), ""),
         os.path.abspath(sys.modules[Stretch.__module__].__file__ or ""),
     )
     if folder
 )
 """Frames that are never a finding's place: torch, the checkers, the guard and the audit."""
-
-_LIBRARY_ROOTS = {
-    path
-    for key in ("stdlib", "platstdlib", "purelib", "platlib")
-    if (path := sysconfig.get_paths().get(key))
-}
-_LIBRARY_ROOTS |= {*getattr(site, "getsitepackages", list)(), site.getusersitepackages()}
-_LIBRARIES = tuple(
-    {_folder(path) for path in _LIBRARY_ROOTS}
-    | {_folder(os.path.realpath(path)) for path in _LIBRARY_ROOTS}
-)
+_STANDARD_LIBRARY = {os.path.realpath(sysconfig.get_path(key)) for key in ("stdlib", "platstdlib")}
 
 
-def _in_library(filename: str) -> bool:
-    return filename.startswith("<") or os.path.abspath(filename).startswith(_LIBRARIES)
+def _library(filename: str) -> str | None:
+    """The installed library a file is in, by its top-level name (``x_transformers``,
+    ``json``); None for the user's own files. Code made at run time counts as a library's."""
+    if filename.startswith("<"):
+        return filename
+    parts = Path(os.path.realpath(filename)).parts
+    for end in reversed(range(1, len(parts))):  # the innermost root: site-packages in stdlib
+        root = os.path.join(*parts[:end])
+        if parts[end - 1] in ("site-packages", "dist-packages") or root in _STANDARD_LIBRARY:
+            return Path(parts[end]).stem
+    return None
 
 
 def _is_machinery(filename: str) -> bool:
     return filename.startswith("<") or os.path.abspath(filename).startswith(_MACHINERY)
 
 
-def _place(frame: FrameType) -> _Place:
+def _called_from(folder: str, frame: FrameType | None) -> bool:
+    while frame is not None and not frame.f_code.co_filename.startswith(folder):
+        frame = frame.f_back
+    return frame is not None
+
+
+def _source(frame: FrameType) -> tuple[str, int, str]:
     filename, line = frame.f_code.co_filename, frame.f_lineno
     return os.path.abspath(filename), line, linecache.getline(filename, line).strip()
 
 
-def places(frame: FrameType | None) -> tuple[_Place | None, _Place | None]:
-    """From ``frame`` outwards: the innermost place outside the machinery, and the first in
-    the user's own files when the innermost is in a library (else None)."""
+def place(frame: FrameType | None) -> tuple[str, int, str] | None:
+    """From ``frame`` outwards, the innermost file, line and source outside the machinery."""
     while frame is not None and _is_machinery(frame.f_code.co_filename):
         frame = frame.f_back
-    if frame is None:
-        return None, None
-    innermost = _place(frame)
-    return innermost, _user_place(frame) if _in_library(frame.f_code.co_filename) else None
+    return None if frame is None else _source(frame)
 
 
-def _user_place(frame: FrameType | None = None) -> _Place | None:
-    frame = frame or sys._getframe(1)
+def _attribute(finding: Finding, frame: FrameType | None) -> None:
+    """For a finding placed in a library: the library's name, and the first frame outwards
+    in the user's own files."""
+    if _library(finding.file) is None:
+        return
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not _is_machinery(filename) and not _in_library(filename):
-            return _place(frame)
+        if not _is_machinery(filename):
+            library = _library(filename)
+            if library is None:
+                finding.user_file, finding.user_line, finding.user_source = _source(frame)
+                return
+            finding.library = finding.library or library
         frame = frame.f_back
-    return None
-
-
-def _user_fields(user: _Place | None) -> dict[str, Any]:
-    if user is None:
-        return {}
-    return dict(zip(("user_file", "user_line", "user_source"), user, strict=True))

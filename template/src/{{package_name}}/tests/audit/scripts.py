@@ -146,6 +146,29 @@ print(out.shape, pairwise.sum().item())
 """Attention written the usual way: padding, causal, combined, pairwise and relative-position
 masks, all two-sided broadcasts by design; none is a finding."""
 
+ATTENTION_LIBRARY: str = """import torch
+from x_transformers import Decoder, TransformerWrapper
+
+torch.manual_seed(0)
+B, T, D = 4, 6, 16
+lengths = torch.tensor([6, 3, 5, 2])
+starts = T - lengths  # left padding
+layers = Decoder(dim=D, depth=1, heads=2, alibi_pos_bias=True, num_residual_streams=2)
+model = TransformerWrapper(num_tokens=20, max_seq_len=T, attn_layers=layers)
+head = torch.nn.Linear(D, 1)
+tokens, targets = torch.randint(1, 20, (B, T)), torch.randn(B)
+padding = torch.arange(T)[None, :] >= starts[:, None]
+embeddings = model(tokens, mask=padding, seq_start_pos=starts, return_embeddings=True)
+pooled = (embeddings * padding[..., None]).sum(1) / lengths[:, None]
+loss = ((head(pooled).squeeze(-1) - targets) ** 2).mean()
+loss.backward()
+print(f"loss {loss.item():.3f}")
+"""
+"""A padded, masked attention forward and backward on x-transformers, clean. Its ALiBi
+slopes come from ``torch.Tensor([...])`` and its two residual streams are an einx
+broadcast, so an audit that took either for data would report a bug that is not there.
+Typed ``str``, as :data:`PPO_SCRIPT` is."""
+
 PPO_SCRIPT: str = """\
 import argparse
 

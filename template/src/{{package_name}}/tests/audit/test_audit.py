@@ -4,7 +4,6 @@ are counted once; the program keeps its argv, name, folder and exit status; ``--
 records every violated annotation and lets the program go on; usage errors exit 2."""
 
 import json
-import os
 import sys
 import textwrap
 from pathlib import Path
@@ -12,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from ...audit import findings as findings_module
 from ...audit.command import main
-from .scripts import ATTENTION_MASKS, CATALOG, TWO_BUGS
+from .scripts import ATTENTION_LIBRARY, ATTENTION_MASKS, CATALOG, TWO_BUGS
 
 # The audit runs its own guard; an outer one (--broadcast-guard) would raise at its findings.
 pytestmark = [
@@ -153,16 +151,13 @@ def test_max_seconds_stops_a_long_run_and_reports_what_was_seen(
     assert "--max-seconds reached" in capsys.readouterr().err
 
 
-def test_finding_inside_a_library_also_names_the_users_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_finding_inside_a_library_names_it_and_the_users_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    library = tmp_path / "site"
+    library = tmp_path / "site-packages"
     library.mkdir()
     (library / "losslib.py").write_text(
         "def squared_error(a, b):\n    return ((a - b) ** 2).mean()\n"
-    )
-    monkeypatch.setattr(
-        findings_module, "_LIBRARIES", (*findings_module._LIBRARIES, f"{library}{os.sep}")
     )
     monkeypatch.setattr(sys, "path", [sys.path[0], str(library), *sys.path[1:]])
     monkeypatch.delitem(sys.modules, "losslib", raising=False)
@@ -175,10 +170,43 @@ def test_finding_inside_a_library_also_names_the_users_line(
         """
     )
     status, report = _audit(tmp_path, script)
+    call = "loss = squared_error(torch.randn(5, 1), torch.randn(5))"
     assert status == 1
     assert (report[0]["file"], report[0]["line"]) == (str(library / "losslib.py"), 2)
+    assert report[0]["library"] == "losslib"
     assert (report[0]["user_file"], report[0]["user_line"]) == (str(tmp_path / "train.py"), 4)
-    assert report[0]["user_source"] == "loss = squared_error(torch.randn(5, 1), torch.randn(5))"
+    assert report[0]["user_source"] == call
+    assert (
+        f"inside losslib, called from {tmp_path / 'train.py'}:4: {call}" in capsys.readouterr().err
+    )
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_a_script_on_an_attention_library_reports_only_its_bugs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Clean, it reports nothing. The seed's bug in the user's own loss is at the user's
+    line; a bug that stretches inside x-transformers is reported there, with the library's
+    name and the user's call."""
+    script = str(tmp_path / "train.py")
+    assert _audit(tmp_path, ATTENTION_LIBRARY) == (0, [])
+
+    column = ATTENTION_LIBRARY.replace("head(pooled).squeeze(-1)", "head(pooled)")
+    status, report = _audit(tmp_path, column)
+    loss = "loss = ((head(pooled) - targets) ** 2).mean()"
+    assert status == 1 and _places(report) == [(script, column.splitlines().index(loss) + 1)]
+    assert "library" not in report[0]
+
+    starts = ATTENTION_LIBRARY.replace("seq_start_pos=starts,", "seq_start_pos=starts[:, None],")
+    status, report = _audit(tmp_path, starts)
+    (call,) = [text for text in starts.splitlines() if text.startswith("embeddings = model(")]
+    assert status == 1 and report[0]["library"] == "x_transformers"
+    assert Path(report[0]["file"]).parent.name == "x_transformers"
+    user = (report[0]["user_file"], report[0]["user_line"], report[0]["user_source"])
+    assert user == (script, starts.splitlines().index(call) + 1, call)
+    assert (
+        f"inside x_transformers, called from {script}:{user[1]}: {call}" in capsys.readouterr().err
+    )
 
 
 @pytest.fixture
