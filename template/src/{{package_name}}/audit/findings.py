@@ -25,9 +25,6 @@ from ..core.broadcast import Stretch
 
 __all__ = ["Finding", "Findings", "place"]
 
-_REQUIRED = ("kind", "op", "shapes", "result", "file", "line", "source", "count")
-"""Keys every finding has in the report; the others appear only when they apply."""
-
 
 @dataclass
 class Finding:
@@ -54,8 +51,8 @@ class Finding:
     actual: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        fields = asdict(self).items()
-        return {key: value for key, value in fields if value is not None or key in _REQUIRED}
+        """Every field but those that do not apply to this finding (None)."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
 
     def summary(self) -> str:
         """Two or three lines for the terminal; the JSON report is the full record."""
