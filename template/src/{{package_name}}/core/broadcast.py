@@ -61,6 +61,7 @@ _HINT = (
 _ALIASES = {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "truediv": "div"}
 _ALIASES |= {"lshift": "__lshift__", "rshift": "__rshift__"}
 _ALIASES |= {"floordiv": "floor_divide", "mod": "remainder"}
+_ALIASES |= {"subtract": "sub", "multiply": "mul", "divide": "div"}  # no pointwise tag
 _ALSO_ELEMENTWISE = {"floor_divide", "broadcast_tensors"}
 """Broadcasting aten ops that lack the ``pointwise`` tag. ``broadcast_tensors`` is what
 ``torch.distributions`` calls on its parameters, so ``Normal(loc (N, 1), scale (N,))`` fails."""
@@ -119,8 +120,9 @@ def _aten_name(name: str) -> str:
         core = name[2:-2]
         if core not in _ALIASES and not hasattr(torch.ops.aten, core) and core[:1] in "ri":
             core = core[1:]  # reflected (__radd__) or in-place (__iand__) operator
-        return _ALIASES.get(core, core)
-    return name.removesuffix("_")
+    else:
+        core = name.removesuffix("_")
+    return _ALIASES.get(core, core)
 
 
 def _is_elementwise(func: Callable[..., Any]) -> bool:

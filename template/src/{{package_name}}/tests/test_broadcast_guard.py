@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import einx
 import lightning as L
 import pytest
 import torch
@@ -38,6 +39,8 @@ STRETCHING: dict[str, tuple[Callable[[], object], str, str]] = {
     "torch.add": (lambda: torch.add(COLUMN, FLAT), "torch.add", "(5, 1) and (5,)"),
     "torch.sub": (lambda: torch.sub(FLAT, COLUMN), "torch.sub", "(5,) and (5, 1)"),
     "torch.mul": (lambda: torch.mul(COLUMN, FLAT), "torch.mul", "(5, 1) and (5,)"),
+    "torch.subtract": (lambda: torch.subtract(COLUMN, FLAT), "torch.subtract", "(5, 1) and (5,)"),
+    "torch.divide": (lambda: torch.divide(FLAT, COLUMN), "torch.divide", "(5,) and (5, 1)"),
     "torch.where": (lambda: torch.where(FLAT > 0, COLUMN, 0.0), "torch.where", "(5,) and (5, 1)"),
     "F.mse_loss": (lambda: F.mse_loss(FLAT, COLUMN), "mse_loss", "(5,) and (5, 1)"),
     "nn.L1Loss": (lambda: torch.nn.L1Loss()(COLUMN, FLAT), "l1_loss", "(5, 1) and (5,)"),
@@ -389,6 +392,10 @@ def test_attention_patterns_of_widely_used_code_pass() -> None:
         exec(compile(PLAIN_TORCH, "<plain torch>", "exec"), {"torch": torch})
         slopes = rearrange(torch.tensor(_alibi_slopes(4)), "h -> h 1 1")
         assert (slopes * rearrange(_distance(T), "q k -> 1 q k")).shape == (4, T, T)
+        alibi = einx.multiply("h, q k -> h q k", torch.tensor(_alibi_slopes(4)), _distance(T))
+        assert alibi.shape == (4, T, T)
+        padding = einx.less("key, batch -> batch key", torch.arange(T), torch.tensor([2, T, 3]))
+        assert padding.shape == (3, T)
 
 
 @pytest.mark.no_broadcast_guard  # about tensors made outside any guard
