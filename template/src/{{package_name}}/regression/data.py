@@ -1,16 +1,11 @@
-"""The regression DataModule: synthetic data by default, the user's CSV on request, and a
-new CSV to predict from a checkpoint.
+"""The regression DataModule: a seeded synthetic set by default, the user's CSV on request,
+and a new CSV to predict from a checkpoint.
 
 Data is read and split when the module is built, so a bad path or column fails before any
-training, and the CLI can pass the model what the data says (``RegressionModule`` keeps
-it for predict); the loaders hold raw encoded rows.
-
-Both loaders shard with an explicit ``DistributedSampler``. The training order of epoch
-``k`` is a permutation seeded by ``seed + k`` alone, so a run resumed from the end of epoch
-``k - 1`` sees the same batches as an uninterrupted one. ``batch_size`` counts the rows of
-an optimizer step over every process, so N processes together take the same batches as
-one. Validation is not shuffled; its last shard is padded with rows from the start, which
-``RegressionModule`` drops after gathering.
+training and the CLI can hand the model what the data says. Epoch ``k``'s training order
+is seeded by ``seed + k`` alone, so a resumed run sees the batches an uninterrupted one
+would; ``batch_size`` counts an optimizer step's rows over every process, so N processes
+take the batches one would.
 """
 
 import math
@@ -38,10 +33,9 @@ def _positions(count: int) -> torch.dtype:
 
 
 def _column_stats(values: Tensor, rows: Tensor, chunk: int = 8192) -> tuple[Tensor, Tensor]:
-    """Mean and standard deviation of ``values[rows]`` along the rows, read a chunk of rows
-    at a time (two passes, in float64), so that a large table is never copied whole to
-    compute them. The deviation is 1 where it is zero or undefined (a constant column, a
-    single row), so that standardising never divides by zero."""
+    """Mean and standard deviation of ``values[rows]``, in float64 a chunk of rows at a time
+    so that a large table is never copied whole; 1 where the deviation is zero or undefined,
+    so that standardising never divides by zero."""
     total = torch.zeros(values.shape[1:], dtype=torch.float64)
     for part in rows.split(chunk):
         total += values[part].double().sum(dim=0)
@@ -55,9 +49,7 @@ def _column_stats(values: Tensor, rows: Tensor, chunk: int = 8192) -> tuple[Tens
 
 class SplitRows(Dataset):
     """One split of a table: the whole table's tensors, shared by the splits so the data sits
-    in memory once, and the indices of this split's rows. Indexed by a tensor of positions
-    (a whole batch, as ``ShardBatches`` asks), it gathers them with one indexing per tensor.
-    """
+    in memory once, and this split's row indices. Indexed by a whole batch of positions."""
 
     def __init__(
         self, features: Float[Tensor, "row feature"], target: Float[Tensor, " row"], rows: Tensor
@@ -73,7 +65,7 @@ class SplitRows(Dataset):
 
     @property
     def tensors(self) -> tuple[Tensor, Tensor]:
-        """This split's rows as tensors of their own (a copy), as ``TensorDataset`` has."""
+        """This split's rows as tensors of their own (a copy)."""
         return self.features[self.rows], self.target[self.rows]
 
 
@@ -157,7 +149,7 @@ class RegressionData(L.LightningDataModule):
             y = torch.tensor(table.frame[table.target].to_numpy(dtype="float64")).float()
             rank_zero_info(table.summary + "".join(f"; {note}" for note in capped))
 
-        # What the model is built from, and what a checkpoint keeps for predict.
+        # What the model is built from (RegressionCLI.from_data), and a checkpoint keeps.
         self.num_features = x.shape[1]
         self.feature_columns = encoding.columns
         self.categories = encoding.categories
@@ -170,7 +162,6 @@ class RegressionData(L.LightningDataModule):
         self.val_set = SplitRows(x, y, val_rows)
 
     def _split(self, rows: int, val_fraction: float, source: str) -> tuple[Tensor, Tensor]:
-        """The validation and training rows: a seeded permutation of the rows, cut in two."""
         num_val = max(1, round(val_fraction * rows))
         if rows - num_val < 1:
             raise UserError(
@@ -197,8 +188,6 @@ class RegressionData(L.LightningDataModule):
         return DataLoader(PredictChunks(self.predict_csv, encoding, self.options), batch_size=None)
 
     def _loader(self, rows: SplitRows, shuffle: bool) -> DataLoader:
-        """This process's shard of ``rows``, a batch at a time; Lightning calls the
-        sampler's ``set_epoch``."""
         world, rank = (
             (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         )
@@ -214,19 +203,16 @@ class RegressionData(L.LightningDataModule):
             shuffle=shuffle,
             seed=self.seed,
         )
-        # batch_size=None: each item of the sampler is a whole batch, fetched by one index.
+        # batch_size=None: each item of the sampler is a whole batch.
         return DataLoader(rows, sampler=sampler, batch_size=None)
 
 
 class ShardBatches(DistributedSampler):
-    """The rows a ``DistributedSampler`` gives this process, in its order, as index tensors
-    of ``batch_size``: ``SplitRows`` then serves a batch with one indexing per tensor,
-    where a per-row sampler costs a ``__getitem__`` per row and a collate per batch.
-
-    It stays a ``DistributedSampler`` so that Lightning calls ``set_epoch`` on it and does
-    not swap in its own under DDP (a ``BatchSampler`` around one would hide both). The
-    order is a tensor rather than the parent's list of Python ints, several times larger.
-    """
+    """The rows a ``DistributedSampler`` gives this process, as index tensors of
+    ``batch_size``: a per-row sampler would cost a ``__getitem__`` per row and a collate per
+    batch. It stays a ``DistributedSampler`` so that Lightning calls ``set_epoch`` on it and
+    swaps in none of its own under DDP (a ``BatchSampler`` around one would hide both); the
+    order is a tensor, several times smaller than the parent's list of Python ints."""
 
     def __init__(self, rows: SplitRows, batch_size: int, **kwargs: Any) -> None:
         super().__init__(rows, **kwargs)
@@ -242,7 +228,7 @@ class ShardBatches(DistributedSampler):
         else:
             order = torch.arange(count, dtype=_positions(count))
         # The parent's order: padded by wrapping around to total_size, then every
-        # num_replicas-th position from this rank (all of it, as it is, for one process).
+        # num_replicas-th position from this rank.
         if self.num_replicas > 1 or self.total_size != count:
             order = order[torch.arange(self.rank, self.total_size, self.num_replicas) % count]
         yield from order.split(self.batch_size)
@@ -254,12 +240,9 @@ class ShardBatches(DistributedSampler):
 def make_synthetic_regression(
     num_samples: int, num_features: int = 8, noise_std: float = 0.1, seed: int = 0
 ) -> tuple[Float[Tensor, "batch feature"], Float[Tensor, " batch"]]:
-    """Gaussian inputs and a smooth target built from the first five of them, made in memory
-    and seeded, so the example runs offline.
-
-    The target mixes a sine, a product, a square and a saturation, which a linear model
-    cannot fit and an MLP can; features past the fifth are distractors.
-    """
+    """Seeded Gaussian inputs and a target that mixes a sine, a product, a square and a
+    saturation of the first five, which a linear model cannot fit and an MLP can; features
+    past the fifth are distractors."""
     if num_features < 5:
         raise ValueError(f"num_features must be at least 5, got {num_features}")
     generator = torch.Generator().manual_seed(seed)

@@ -1,11 +1,10 @@
 """The regression LightningModule: an MLP trained with a typed MSE on a standardised target.
 
-The module takes raw encoded features and standardises them with the training split's
-statistics, which it keeps as hyperparameters with the column order and category levels;
-``forward`` maps the network's standardised prediction back to the target's units. So a
-checkpoint alone predicts real values from raw rows. Validation metrics are computed once
-per epoch over the whole split, not averaged per batch; under DDP every process gathers
-every prediction first, so the figures are those of a single process on the same weights.
+It standardises raw encoded features with the training split's statistics, kept as
+hyperparameters with the column order and category levels, and ``forward`` answers in the
+target's units: a checkpoint alone predicts real values from raw rows. Validation metrics
+are computed once per epoch over the whole split, gathered from every process under DDP,
+so they are those of a single process on the same weights.
 """
 
 import math
@@ -64,7 +63,6 @@ class RegressionModule(L.LightningModule):
         """
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
-        # Each hyperparameter the module reads later, as a typed attribute.
         self.learning_rate: float = learning_rate
         self.weight_decay: float = weight_decay
         self.target_mean: float = target_mean
@@ -137,13 +135,9 @@ class RegressionModule(L.LightningModule):
         self._train_rows = 0
 
     def _gather(self, values: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
-        """Every process's rows in the split's order, without the sampler's padding.
-
-        A ``DistributedSampler`` without shuffling gives process ``r`` the rows
-        ``r, r + world, ...`` of the split followed by a few from its start, so that every
-        process has as many; interleaving the gathered shards restores the order, and the
-        split's length cuts the repeats off.
-        """
+        """Every process's rows in the split's order: process ``r`` had rows ``r, r + world,
+        ...`` and, to even out the shards, a few repeats from the start, which the split's
+        length cuts off."""
         gathered = self.all_gather(values)
         assert isinstance(gathered, Tensor)
         in_order = rearrange(gathered, "world batch -> (batch world)")
@@ -173,13 +167,9 @@ class RegressionModule(L.LightningModule):
 
 
 class Column:
-    """Collect a split's values a batch at a time, for metrics computed once over the split.
-
-    It does what a list of per-batch tensors and ``torch.cat`` do, in one tensor that doubles
-    when full: the list's thousands of small tensors, kept between each batch's larger
-    temporaries, fragment the heap and grow the process. Values are kept in float32 at least,
-    so that metrics over bf16 predictions are summed at full precision.
-    """
+    """A split's values, a batch at a time: what a list of tensors and ``torch.cat`` do, in
+    one tensor that doubles when full, since thousands of small tensors fragment the heap and
+    grow the process. At least float32, so that metrics over bf16 are summed in full."""
 
     def __init__(self) -> None:
         self._values: Tensor | None = None

@@ -1,11 +1,9 @@
 """Predict a new CSV from a checkpoint, ``CHUNK_ROWS`` rows at a time, so that the file's
 size is bounded by the disk, not the memory.
 
-Each chunk is encoded as the checkpoint's model was trained (``table.Encoding``), and
-:class:`PredictionWriter` appends it to ``predictions.csv`` in the run's log folder: every
-input row in order, every input column, and ``prediction`` in the target's units. A row
-with a missing feature cell gets an empty prediction; a category level the training split
-did not have encodes as all zeros. Each is counted in a one-line warning at the end.
+Each chunk is encoded as the checkpoint's model was trained, and :class:`PredictionWriter`
+appends it to ``predictions.csv`` in the run's log folder: every input row and column, and
+``prediction`` in the target's units, empty for a row with a missing feature cell.
 """
 
 import sys
@@ -64,8 +62,8 @@ class PredictChunks(IterableDataset):
 
 
 class PredictionWriter(BasePredictionWriter):
-    """Append each predicted chunk to ``predictions.csv`` in the run's log folder; print
-    its path and the counts of incomplete rows and unseen levels at the end."""
+    """Append each predicted chunk to ``predictions.csv``; print its path and the counts of
+    incomplete rows and unseen levels at the end."""
 
     def __init__(self) -> None:
         super().__init__(write_interval="batch")

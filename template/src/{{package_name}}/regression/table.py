@@ -1,19 +1,15 @@
 """Read a CSV export with pandas into the numbers the model takes, or say in one line why not.
 
-- Missing cells are the reader's own markers (an empty cell, ``NA``, ``nan``, ``null``, ...).
-  ``missing="error"`` refuses the first; ``missing="drop"`` drops every row that has one
-  and counts them. A row whose target is missing is never used either way.
-- ``inf`` is a number, not a missing cell: it would poison every statistic, so it is refused.
-- A text column (``True``/``False`` cells are text too) is one-hot encoded when it is listed
-  in ``categorical``, and left out otherwise; the summary line names it with its first text
-  cell, so a typo in a numeric column shows. Past ``max_levels`` levels the rarer ones
-  encode as all zeros, like a level that predict meets for the first time.
-- The thousands mark may be the separator when the numbers are quoted (``"1,234"``).
+- Missing cells are the reader's own markers (empty, ``NA``, ``nan``, ``null``, ...); a row
+  whose target is missing is never used. ``inf`` is refused: it would poison every statistic.
+- A text column (``True``/``False`` cells too) is one-hot encoded when it is listed in
+  ``categorical`` and left out otherwise, named with its first text cell so that a typo in
+  a numeric column shows.
 - A data line with more cells than the header is refused; empty trailing cells (a line that
   ends in the separator) are not cells.
 
-Positions: the reader's own parse errors carry file line numbers; a bad cell is named by
-its data row (the n-th row under the header, blank lines not counted).
+The reader's own parse errors name file lines; a bad cell is named by its data row (the
+n-th row under the header, blank lines not counted).
 """
 
 import re
@@ -37,8 +33,7 @@ EXTRA_CELLS = "a data line has more cells than the header; the cells past it wou
 @contextmanager
 def _reading(path: Path) -> Iterator[None]:
     """Turn what pandas refuses while it reads ``path`` into a one-line UserError. With
-    ``index_col=False`` it drops the cells past the header's with only a warning; a lost cell
-    is a refused file here."""
+    ``index_col=False`` it drops the cells past the header's with only a warning: refused."""
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings(
@@ -49,13 +44,22 @@ def _reading(path: Path) -> Iterator[None]:
         raise UserError(f"{path}: {EXTRA_CELLS}") from None
     except pd.errors.EmptyDataError:  # a ValueError: caught first
         raise UserError(f"{path}: the file is empty; it needs a header and data rows") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
-        raise _reader_error(path, error) from error
+    except UnicodeDecodeError as error:  # a ValueError too
+        raise UserError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from error
+    except (pd.errors.ParserError, ValueError) as error:
+        message = " ".join(str(error).split())
+        fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", message)
+        if fields:
+            expected, line, saw = fields.groups()
+            raise UserError(
+                f"{path}: file line {line} has {saw} cells, the header has {expected}"
+            ) from error
+        raise UserError(f"{path}: the reader refused the file: {message}") from error
 
 
 @dataclass(frozen=True)
 class TableOptions:
-    """How the file is written: the reader's options, checked when they are made."""
+    """How the file is written, checked when it is made."""
 
     sep: str = ","
     thousands: str | None = None
@@ -76,8 +80,7 @@ class TableOptions:
 @dataclass(frozen=True)
 class Encoding:
     """How table columns become model inputs, in built-in types so that a checkpoint holds
-    it: each of ``columns`` in order, one number for a numeric column, one indicator per
-    level for a column in ``categories``."""
+    it: one number per numeric column, one indicator per level of a column in ``categories``."""
 
     columns: list[str]
     categories: dict[str, list[str]]
@@ -126,7 +129,7 @@ def numbers(column: pd.Series, name: str, path: Path) -> np.ndarray:
     infinite = np.flatnonzero(np.isinf(values))
     if len(infinite):
         raise UserError(
-            f"{path}: data row {_row(column, infinite[0])}: column {name!r} has "
+            f"{path}: data row {int(column.index[infinite[0]])}: column {name!r} has "
             f"{values[infinite[0]]}: inf is refused, it is not a missing value "
             f"({len(infinite)} such cells)"
         )
@@ -136,8 +139,8 @@ def numbers(column: pd.Series, name: str, path: Path) -> np.ndarray:
 def read_csv(
     path: Path, options: TableOptions, text: list[str], option: str, chunksize: int | None = None
 ) -> pd.DataFrame | Iterator[pd.DataFrame]:
-    """The whole table, or an iterator of ``chunksize`` rows at a time, with ``text``
-    columns read as text (category levels stay as written: ``"007"``, not 7)."""
+    """The table, or an iterator of ``chunksize`` rows at a time, with ``text`` columns read
+    as text (category levels stay as written: ``"007"``, not 7)."""
     header = read_header(path, options, option)
     if len(set(header)) != len(header):
         duplicated = sorted({name for name in header if header.count(name) > 1})
@@ -169,7 +172,7 @@ def read_header(path: Path, options: TableOptions, option: str) -> list[str]:
 
 
 def checked_chunks(chunks: Iterator[pd.DataFrame], path: Path) -> Iterator[pd.DataFrame]:
-    """``chunks``, with a parse error met part-way through turned into a UserError."""
+    """``chunks``, with a parse error part-way through turned into a UserError."""
     while True:
         with _reading(path):
             chunk = next(chunks, None)
@@ -181,7 +184,7 @@ def checked_chunks(chunks: Iterator[pd.DataFrame], path: Path) -> Iterator[pd.Da
 @dataclass(frozen=True)
 class Table:
     """The rows a model can learn from: ``frame`` holds the target and the feature columns
-    (numeric, then categorical as text), indexed by data row minus one."""
+    (numeric, then categorical as text), indexed by data row."""
 
     frame: pd.DataFrame
     target: str
@@ -264,8 +267,8 @@ def read_table(
 def fit_encoding(
     frame: pd.DataFrame, columns: list[str], categorical: list[str], max_levels: int
 ) -> tuple[Encoding, list[str]]:
-    """The encoding learnt from ``frame`` (the training rows), and a note for each
-    categorical column that has more than ``max_levels`` levels."""
+    """The encoding learnt from the training rows, and a note for each categorical column
+    past ``max_levels`` levels (the rarer encode as all zeros, like a level new to predict)."""
     categories: dict[str, list[str]] = {}
     capped: list[str] = []
     for name in categorical:
@@ -292,20 +295,4 @@ def _first_text_cell(column: pd.Series) -> tuple[int, str]:
     parsed = pd.Series(pd.to_numeric(column, errors="coerce"))
     text = np.flatnonzero(column.notna().to_numpy() & parsed.isna().to_numpy())
     position = int(text[0]) if len(text) else 0
-    return _row(column, position), str(column.iloc[position])
-
-
-def _row(column: pd.Series, position: int) -> int:
-    """The data row of ``column``'s ``position``-th cell: every frame here is indexed by it."""
-    return int(column.index[position])
-
-
-def _reader_error(path: Path, error: Exception) -> UserError:
-    if isinstance(error, UnicodeDecodeError):
-        return UserError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})")
-    message = " ".join(str(error).split())
-    fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", message)
-    if fields:
-        expected, line, saw = fields.groups()
-        return UserError(f"{path}: file line {line} has {saw} cells, the header has {expected}")
-    return UserError(f"{path}: the reader refused the file: {message}")
+    return int(column.index[position]), str(column.iloc[position])

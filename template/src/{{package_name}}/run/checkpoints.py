@@ -1,13 +1,12 @@
 """Checkpoint files that a crash cannot corrupt, checked before a run resumes from one.
 
-Writing: Lightning writes a checkpoint through a temporary file in the system's temp
-folder and moves it into place; from another filesystem the move is a copy, and a crash
-during it leaves a truncated ``last.ckpt``. Here the temporary file lives in the
-checkpoint's own folder and ``os.replace`` renames it over the old one, which is atomic.
+Writing: Lightning moves a checkpoint into place from the system's temp folder; from another
+filesystem the move is a copy, and a crash during it leaves a truncated ``last.ckpt``. Here
+the temporary file lives in the checkpoint's own folder and ``os.replace`` renames it over
+the old one, atomically.
 
-Reading: a file that does not load, or whose weights do not fit the model (another
-example's checkpoint, a network of another size), raises a ``UserError`` that names the
-file, before any state is restored, rather than failing deep inside ``torch.load``.
+Reading: a file that does not load, or whose weights do not fit the model, raises a
+``UserError`` that names the file before any state is restored.
 """
 
 import inspect
@@ -31,10 +30,7 @@ _UNREADABLE = (RuntimeError, OSError, EOFError, pickle.UnpicklingError, ValueErr
 
 class CheckpointFiles(TorchCheckpointIO):
     def __init__(self, module: L.LightningModule | None = None) -> None:
-        """
-        Args:
-            module: The model a loaded checkpoint must fit; None checks only that it loads.
-        """
+        """``module``: the model a loaded checkpoint must fit; None checks only that it loads."""
         super().__init__()
         self.module = module
 

@@ -2,28 +2,29 @@
 line, checks on a run's folders and checkpoint files before it starts, one checkpoint
 folder per run root, and a clean end to a multi-process run.
 
-jsonargparse reports a wrong type over two lines, the key on the first and the reason on
-the second, after the usage text; a failed run's last line should name both, so the
-message is joined into one line. A mistake found later ends in one line too: every entry
-point runs inside ``errors.user_errors``.
+jsonargparse reports a wrong type over two lines, after the usage text; a failed run's last
+line should name both the key and the reason, so the message is joined into one line.
 """
 
 import importlib.util
 import logging
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from .checkpoints import CheckpointFiles, check_hyperparameters, read
-from .errors import UserError
+from .errors import UserError, user_errors
+from .guards import BroadcastGuardCallback, NonFiniteLocator
+from .summary import RunSummary
+from .tracking import link_logs_to_run_root
 
 TRACKERS = f"{__package__}.trackers"
 """The W&B and MLflow presets' glue, in a project generated with them."""
@@ -116,6 +117,85 @@ class ExampleCLI(LightningCLI):
             trainer.strategy.checkpoint_io = CheckpointFiles(self.model)
 
 
+C = TypeVar("C", bound="DataExampleCLI")
+
+
+class DataExampleCLI(ExampleCLI):
+    """An example whose model is built from its data: LightningCLI builds the DataModule
+    first and hands the model its ``from_data`` attributes, so the YAML never repeats them.
+    ``predict --ckpt_path FILE --data.predict_csv FILE`` builds the model from the checkpoint
+    alone: links would override the file's hyperparameters with what the data module holds."""
+
+    from_data: tuple[str, ...] = ()
+    predicted = "file"
+    """What ``--data.predict_csv`` names, in the refusal that asks for one."""
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        if getattr(parser, "links_from_data", True):
+            for name in self.from_data:
+                parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
+        # The best epoch by val_loss and the last, where --ckpt_path last looks.
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.set_defaults(
+            {
+                "checkpoint.monitor": "val_loss",
+                "checkpoint.filename": "best-{epoch}-{val_loss:.4f}",
+                "checkpoint.save_last": True,
+            }
+        )
+        parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
+        link_logs_to_run_root(parser)
+
+    def before_instantiate_classes(self) -> None:
+        """Refuse a predict that could not use the checkpoint, or a predict file elsewhere."""
+        super().before_instantiate_classes()
+        subcommand = str(self.subcommand)
+        ckpt_path = self.config[subcommand].ckpt_path
+        predict_file = self.config[subcommand].data.predict_csv
+        if subcommand != "predict":
+            if predict_file is not None:
+                raise UserError(f"--data.predict_csv is read by predict only, not by {subcommand}")
+            return
+        if ckpt_path is None or not Path(str(ckpt_path)).is_file():
+            raise UserError(
+                "predict builds the model from --ckpt_path FILE, the checkpoint of a fit run"
+                + (f"; {ckpt_path} is not a file" if ckpt_path else "")
+            )
+        if predict_file is None:
+            raise UserError(
+                f"predict reads --data.predict_csv FILE: name the {self.predicted} to predict"
+            )
+
+    @classmethod
+    def launch(
+        cls: type[C],
+        model_class: type,
+        data_class: type,
+        metrics: Sequence[str],
+        callbacks: Sequence[Callback],
+        args: list[str] | None,
+        package: str | None,
+    ) -> C:
+        """Run the subcommand in ``args`` (default: the command line) as ``python -m
+        <package>``, with a run summary of ``metrics``, the guards and ``callbacks``."""
+        ours = [RunSummary(metrics=metrics), BroadcastGuardCallback(), NonFiniteLocator()]
+        with processes_released(), user_errors(), quiet_third_parties():
+            return cls(
+                model_class,
+                data_class,
+                seed_everything_default=0,
+                trainer_defaults={"callbacks": [*ours, *callbacks]},
+                save_config_kwargs={"overwrite": True},
+                parser_class=OneLineErrorParser,
+                # The usage and tip lines name the command as typed, not __main__.py.
+                parser_kwargs={
+                    "prog": f"python -m {package}",
+                    "predict": {"links_from_data": False},
+                },
+                args=args,
+            )
+
+
 def _user_error_in(error: BaseException) -> UserError | None:
     seen: set[int] = set()
     current: BaseException | None = error
@@ -149,35 +229,6 @@ def checkpoint_dir(default_root_dir: str | Path | None) -> str:
     return str(Path(default_root_dir or Path.cwd()) / "checkpoints")
 
 
-def add_checkpoints(parser: LightningArgumentParser) -> None:
-    """``ModelCheckpoint`` as ``--checkpoint.*``: the best epoch by ``val_loss`` and the last,
-    in :func:`checkpoint_dir`, where ``--ckpt_path last`` looks."""
-    parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
-    parser.set_defaults(
-        {
-            "checkpoint.monitor": "val_loss",
-            "checkpoint.filename": "best-{epoch}-{val_loss:.4f}",
-            "checkpoint.save_last": True,
-        }
-    )
-    parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
-
-
-def check_predict(subcommand: str, ckpt_path: object, predict_file: object, what: str) -> None:
-    """Refuse a predict that could not use the checkpoint, or a predict file elsewhere."""
-    if subcommand != "predict":
-        if predict_file is not None:
-            raise UserError(f"--data.predict_csv is read by predict only, not by {subcommand}")
-        return
-    if ckpt_path is None or not Path(str(ckpt_path)).is_file():
-        raise UserError(
-            "predict builds the model from --ckpt_path FILE, the checkpoint of a fit run"
-            + (f"; {ckpt_path} is not a file" if ckpt_path else "")
-        )
-    if predict_file is None:
-        raise UserError(f"predict reads --data.predict_csv FILE: name the {what} to predict")
-
-
 @contextmanager
 def processes_released() -> Iterator[None]:
     """Destroy the process group that a DDP run leaves behind. A process that exits with a
@@ -197,12 +248,11 @@ _NOTICES = (
     # Raised by Lightning's own use of torch's pytree API, not by the user's code.
     (FutureWarning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),
 )
-_TIP = "💡 Tip: For seamless cloud"
-"""Lightning's advertisements for its cloud packages, logged at INFO on every fit."""
 
 
 def _not_a_tip(record: logging.LogRecord) -> bool:
-    return not str(record.msg).startswith(_TIP)
+    """Lightning advertises its cloud packages at INFO on every fit."""
+    return not str(record.msg).startswith("💡 Tip: For seamless cloud")
 
 
 _TIP_SOURCES = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")

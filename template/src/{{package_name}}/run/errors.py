@@ -1,10 +1,9 @@
 """One line for a user's mistake: raise :class:`UserError`, and the command line prints
 ``error: <message>`` and exits with status 2, the parser's convention for a bad option.
 
-Such a mistake (a folder a run cannot write, a checkpoint that does not fit the model) is
-often found under frames the user never wrote, whose traceback hides the one line that
-matters. Every other exception is a bug or a diverging run and keeps its traceback and
-exit status 1. ``SHOW_TRACEBACK=1`` in the environment prints a UserError's traceback too.
+Such a mistake is often found under frames the user never wrote, whose traceback hides the
+one line that matters. Every other exception is a bug or a diverging run and keeps its
+traceback and exit status 1. ``SHOW_TRACEBACK=1`` prints a UserError's traceback too.
 """
 
 import os

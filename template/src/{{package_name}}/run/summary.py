@@ -1,9 +1,9 @@
 """A callback that ends every ``fit`` with a short printed summary and ``summary.json`` in
 the run's log directory, so a script can read a run's outcome without parsing logs.
 
-Another callback adds keys with a ``summary_extras(trainer, pl_module)`` method that
-returns them (PPO's reporting does). Under DDP only the first process writes the file, but
-every process must reach ``on_fit_end``: the log directory is agreed on by a broadcast.
+Another callback adds keys with a ``summary_extras(trainer, pl_module)`` method (PPO's
+reporting does). Under DDP every process must reach ``on_fit_end``: the log directory is
+agreed on by a broadcast.
 """
 
 import json
@@ -18,10 +18,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 class RunSummary(Callback):
     def __init__(self, metrics: Sequence[str] = ("val_loss",)) -> None:
-        """
-        Args:
-            metrics: Logged values to report, read from the trainer's last logged metrics.
-        """
+        """``metrics``: the logged values to report, as last logged."""
         self.metrics = list(metrics)
         self._train_start = 0.0
         self.train_seconds = 0.0

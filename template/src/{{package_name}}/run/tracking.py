@@ -10,8 +10,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 
 def run_root(default_root_dir: str | Path | None) -> str:
-    """The folder a run writes under: the Trainer's own default, the working directory,
-    when ``--trainer.default_root_dir`` is unset."""
+    """The folder a run writes under; unset, the Trainer's own default, the working directory."""
     return str(default_root_dir or Path.cwd())
 
 

@@ -1,17 +1,11 @@
-"""The sequence DataModule: padded batches of variable-length sequences, read from a table
-with one row per step.
+"""The sequence DataModule: padded batches of variable-length sequences, read from a *long*
+table (one row per step; ``docs/sequence.md``), by default the shipped Japanese Vowels set:
+nine speakers saying /ae/, 640 utterances of 7 to 29 steps of 12 LPC cepstrum
+coefficients; the task is to name the speaker.
 
-A table is *long*: one row per step, a column naming the sequence, optionally one giving
-the steps' order, the target (a class label, the same on every row of a sequence) and
-numeric feature columns. By default it is the shipped Japanese Vowels set,
-``japanese_vowels.csv.gz``: nine speakers saying /ae/, 640 utterances of 7 to 29 steps of 12
-LPC cepstrum coefficients; the task is to name the speaker.
-
-Sequences are split at random, whole, into training and validation. A batch holds the
-steps of each sequence from the start, zeros after its end, and ``real`` saying which
-steps are real: every consumer takes that mask (``core/masks.py``), so padding can change
-nothing. The model standardises raw features itself, with the training steps' statistics
-it is built from, so a checkpoint predicts a new table on its own.
+Sequences are split at random, whole. A batch holds each sequence from its first step,
+zeros after its end, and ``real`` saying which steps are real: every consumer takes that
+mask (``core/masks.py``), so padding can change nothing.
 
 The data: "Japanese Vowels" by M. Kudo, J. Toyama and M. Shimbo (Pattern Recognition
 Letters 20, 1999), from the UCI Machine Learning Repository
@@ -59,8 +53,8 @@ def _describe(value: Any) -> str:
 
 
 def _first_text(column: pd.Series, name: object) -> str:
-    """How a text column is named when it is left out: with its first cell that is not a
-    number, so that a typo in a numeric column shows."""
+    """A left-out text column, named with its first cell that is not a number, so that a
+    typo in a numeric column shows."""
     if pd.api.types.is_numeric_dtype(column):
         return ""
     numbers = pd.Series(pd.to_numeric(column, errors="coerce"))
@@ -78,10 +72,8 @@ def read_sequences(
     missing: Missing,
     feature_columns: list[str] | None = None,
 ) -> Sequences:
-    """Read a long table, or raise a one-line :class:`UserError` naming what is wrong.
-
-    ``feature_columns`` None: every numeric column but the others named is a feature;
-    otherwise those columns, as a checkpoint recorded them (a predict table).
+    """Read a long table, or raise a :class:`UserError` naming what is wrong. The features
+    are ``feature_columns`` (a checkpoint's, for predict), or else every other numeric column.
     """
     if not path.is_file():
         raise UserError(f"{path}: no such file")
@@ -167,7 +159,7 @@ def read_sequences(
 def pad(
     steps: list[Float[Tensor, "time feature"]],
 ) -> tuple[Float[Tensor, "batch time feature"], Bool[Tensor, "batch time"]]:
-    """Stack sequences from their first step, zeros after each one's end, and the mask of
+    """Sequences stacked from their first step, zeros after each one's end, and the mask of
     real steps."""
     lengths = torch.tensor([len(sequence) for sequence in steps])
     padded = torch.nn.utils.rnn.pad_sequence(steps, batch_first=True)
@@ -302,25 +294,20 @@ class Batches(Dataset):
 
 
 class ShardBatches(DistributedSampler):
-    """This process's share of each batch: epoch ``k``'s order is a permutation seeded by
-    ``seed + k``, cut into batches of ``batch_size`` times the processes, so N processes
-    together take the batches one would, whatever N is. It stays a ``DistributedSampler``
-    so that Lightning calls ``set_epoch`` on it and swaps in none of its own under DDP."""
+    """This process's rows, in the parent's order, as batches of ``batch_size``: epoch ``k``'s
+    order is seeded by ``seed + k`` alone, so a resumed run sees the batches an uninterrupted
+    one would, and N processes together take the batches one would. It stays a
+    ``DistributedSampler`` so that Lightning calls ``set_epoch`` on it and swaps in none of
+    its own under DDP."""
 
     def __init__(self, dataset: Batches, batch_size: int, **kwargs: Any) -> None:
         super().__init__(dataset, **kwargs)
         self.batch_size = batch_size
 
     def __iter__(self) -> Iterator[list[int]]:  # pyright: ignore[reportIncompatibleMethodOverride]
-        count = len(self.dataset)  # type: ignore[arg-type]
-        if self.shuffle:
-            generator = torch.Generator().manual_seed(self.seed + self.epoch)
-            order = torch.randperm(count, generator=generator)
-        else:
-            order = torch.arange(count)
-        # Padded by wrapping around to total_size, then every num_replicas-th position.
-        order = order[torch.arange(self.rank, self.total_size, self.num_replicas) % count]
-        yield from (batch.tolist() for batch in order.split(self.batch_size))
+        rows = list(super().__iter__())
+        for start in range(0, len(rows), self.batch_size):
+            yield rows[start : start + self.batch_size]
 
     def __len__(self) -> int:
         return math.ceil(self.num_samples / self.batch_size)

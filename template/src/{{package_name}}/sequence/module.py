@@ -1,15 +1,11 @@
 """The sequence classifier: a small Transformer encoder over padded batches, pooled over
 each sequence's real steps.
 
-Every step of the way takes the batch's ``real`` mask: attention attends real keys only,
-pooling averages real steps only, so what sits in the padding (or how much of it there is)
-changes no output. ``tests/test_behaviour.py`` checks exactly that, with batch independence.
-The module keeps the training steps' feature statistics and the class labels as
+Attention attends real keys only and pooling averages real steps only, so what sits in the
+padding (or how much of it there is) changes no output (``tests/test_behaviour.py``). The
+module keeps the training steps' feature statistics and the class labels as
 hyperparameters, so a checkpoint alone predicts a new table, in the labels' own values.
-
-Validation accuracy and loss are computed over the whole validation split once per epoch;
-under DDP every process gathers every sequence's result and drops the ones its sampler
-repeated, so the figures are those of one process on the same weights.
+Validation is computed over the whole split once per epoch, gathered from every process.
 """
 
 import math
@@ -47,9 +43,9 @@ def sinusoids(steps: int, width: int) -> Float[Tensor, "time feature"]:
 def in_order(
     gathered: Float[Tensor, "world row metric"], size: int
 ) -> Float[Tensor, "sequence metric"]:
-    """Every process's rows, gathered, back in the split's order, each sequence once: row
-    ``i`` of process ``r`` is sequence ``r + i * world``, and the last few, past ``size``,
-    are the repeats a ``DistributedSampler`` adds to even out the shards."""
+    """Every process's rows back in the split's order, each sequence once: row ``i`` of
+    process ``r`` is sequence ``r + i * world``, and those past ``size`` are the repeats a
+    ``DistributedSampler`` adds to even out the shards."""
     return rearrange(gathered, "world row metric -> (row world) metric")[:size]
 
 
@@ -184,22 +180,18 @@ class SequenceClassifier(L.LightningModule):
         self.validation.append(torch.stack([losses, correct], dim=-1))
 
     def on_validation_epoch_end(self) -> None:
-        loss, accuracy = self._gathered_means(self.validation)
-        self.validation.clear()
-        # Gathered already: the same on every process, which sync_dist only confirms.
-        self.log_dict({"val_loss": loss, "val_accuracy": accuracy}, sync_dist=True)
-
-    def _gathered_means(self, parts: list[Tensor]) -> Float[Tensor, " metric"]:
-        """Means over every validation sequence once: each process's sampler repeats a few
-        sequences to even out the shards, and those come last on its shard."""
+        """Means over every validation sequence, each once."""
+        parts = self.validation
         local = torch.cat(parts) if parts else torch.zeros(0, 2, device=self.device)
+        parts.clear()
         data = getattr(self.trainer, "datamodule", None)
         size = len(data.val_set) if data is not None else len(local)
         gathered = self.all_gather(local)
         assert isinstance(gathered, Tensor)
-        if self.trainer.world_size == 1:
-            return gathered[:size].mean(dim=0)
-        return in_order(gathered, size).mean(dim=0)
+        rows = gathered[:size] if self.trainer.world_size == 1 else in_order(gathered, size)
+        loss, accuracy = rows.mean(dim=0)
+        # Gathered already: the same on every process, which sync_dist only confirms.
+        self.log_dict({"val_loss": loss, "val_accuracy": accuracy}, sync_dist=True)
 
     def predict_step(
         self, batch: Batch, batch_idx: int
