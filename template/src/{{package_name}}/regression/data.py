@@ -229,7 +229,7 @@ class ShardBatches(DistributedSampler):
             order = torch.arange(count, dtype=_positions(count))
         # The parent's order: padded by wrapping around to total_size, then every
         # num_replicas-th position from this rank.
-        if self.num_replicas > 1 or self.total_size != count:
+        if self.num_replicas > 1:
             order = order[torch.arange(self.rank, self.total_size, self.num_replicas) % count]
         yield from order.split(self.batch_size)
 

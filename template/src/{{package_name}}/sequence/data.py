@@ -262,22 +262,23 @@ class SequenceData(L.LightningDataModule):
         return self._loader(self.val_set, shuffle=False)
 
     def _loader(self, items: list[tuple[Tensor, int]], shuffle: bool) -> DataLoader:
-        world, rank = 1, 0
-        if self.trainer is not None:
-            world, rank = self.trainer.world_size, self.trainer.global_rank
+        world, rank = (
+            (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
+        )
         if self.batch_size % world:
             raise UserError(
                 f"--data.batch_size {self.batch_size} does not split over {world} processes"
             )
+        dataset = Batches(items)
         batches = ShardBatches(
-            Batches(items),
+            dataset,
             self.batch_size // world,
             num_replicas=world,
             rank=rank,
             shuffle=shuffle,
             seed=self.seed,
         )
-        return DataLoader(Batches(items), sampler=batches, batch_size=None)
+        return DataLoader(dataset, sampler=batches, batch_size=None)
 
 
 class Batches(Dataset):
