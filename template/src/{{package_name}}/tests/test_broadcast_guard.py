@@ -392,9 +392,11 @@ def test_attention_patterns_of_widely_used_code_pass() -> None:
         exec(compile(PLAIN_TORCH, "<plain torch>", "exec"), {"torch": torch})
         slopes = rearrange(torch.tensor(_alibi_slopes(4)), "h -> h 1 1")
         assert (slopes * rearrange(_distance(T), "q k -> 1 q k")).shape == (4, T, T)
-        alibi = einx.multiply("h, q k -> h q k", torch.tensor(_alibi_slopes(4)), _distance(T))
+        slopes = torch.tensor(_alibi_slopes(4))
+        alibi = einx.multiply("h, q k -> h q k", slopes, _distance(T))  # pyright: ignore[reportPrivateImportUsage]
         assert alibi.shape == (4, T, T)
-        padding = einx.less("key, batch -> batch key", torch.arange(T), torch.tensor([2, T, 3]))
+        lengths = torch.tensor([2, T, 3])
+        padding = einx.less("key, batch -> batch key", torch.arange(T), lengths)  # pyright: ignore[reportPrivateImportUsage]
         assert padding.shape == (3, T)
 
 

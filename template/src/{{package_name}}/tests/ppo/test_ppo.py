@@ -69,7 +69,7 @@ def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> N
     summary = _fit(tmp_path, *budget, *details)
     # The KL is measured in each minibatch's forward pass, before its step, as in CleanRL:
     # the first epoch sees the unchanged policy (KL 0), the second a moved one. With a
-    # target of ~0 each of the 2 rollouts stops after 2 of its 20 epochs.
+    # target of ~0 each of the 2 rollouts stops after 2 of its 10 epochs.
     assert summary["global_step"] == 2 * 2
     # An untrained CartPole policy's episodes last about 20 steps: a mean of 15 is reached
     # within the first rollouts, 475 never.
