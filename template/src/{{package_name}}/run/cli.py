@@ -17,6 +17,7 @@ from typing import Any, NoReturn, TypeVar
 
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
@@ -62,7 +63,15 @@ class ExampleCLI(LightningCLI):
             check_hyperparameters(read(ckpt_path), self.model_class, ckpt_path)
 
     def before_instantiate_classes(self) -> None:
-        """Fill what the W&B and MLflow presets leave unset, where the project has them."""
+        """Refuse an evaluation the model has no step for (Lightning would raise after the
+        model and data are built); fill what the W&B and MLflow presets leave unset, where
+        the project has them."""
+        step = {"validate": "validation_step", "test": "test_step"}.get(str(self.subcommand))
+        model = self.model_class
+        if step and model is not None and getattr(model, step) is getattr(LightningModule, step):
+            raise UserError(
+                f"{self.subcommand} needs {model.__name__}.{step}; this example has none"
+            )
         if importlib.util.find_spec(TRACKERS) is None:
             return
         config = self.config[self.subcommand] if self.subcommand else self.config

@@ -6,6 +6,7 @@ Each example trains once, tiny, in this process (module fixture); the cases brea
 of its files. One case per example runs the real command line, for the exit status.
 """
 
+import importlib
 import logging
 import shutil
 import warnings
@@ -20,7 +21,16 @@ import yaml
 
 from ..run.cli import _TIP_SOURCES, quiet_third_parties
 from ..run.errors import UserError, user_errors
-from .project import CONFIGS, EXAMPLES, QUIET, example_main, refusal, refused_line, run_example
+from .project import (
+    CONFIGS,
+    EXAMPLES,
+    PACKAGE,
+    QUIET,
+    example_main,
+    refusal,
+    refused_line,
+    run_example,
+)
 
 TINY = {
     "regression": [
@@ -223,6 +233,32 @@ def test_run_folder_under_a_regular_file_is_refused(
         f"error: --trainer.default_root_dir {root}: cannot write there: "
         f"{tmp_path / 'notes.txt'} is a file"
     )
+
+
+MODULES = {
+    example: getattr(importlib.import_module(f"{PACKAGE}.{example}"), name)
+    for example, name in (
+        ("regression", "RegressionModule"),
+        ("ppo", "PPOModule"),
+        ("sequence", "SequenceClassifier"),
+    )
+    if example in EXAMPLES
+}
+MISSING_STEPS = [
+    (example, subcommand, step)
+    for example, module in MODULES.items()
+    for subcommand, step in (("validate", "validation_step"), ("test", "test_step"))
+    if step not in vars(module)
+]
+
+
+@pytest.mark.parametrize(("example", "subcommand", "step"), MISSING_STEPS)
+def test_an_evaluation_without_its_step_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str, subcommand: str, step: str
+) -> None:
+    line = _refusal(capsys, example, [subcommand, f"--trainer.default_root_dir={tmp_path}"])
+    name = MODULES[example].__name__
+    assert line == f"error: {subcommand} needs {name}.{step}; this example has none"
 
 
 class SimulatedCrash(Exception):
