@@ -141,7 +141,8 @@ def _run(
     its exit status and whether time ran out."""
 
     def on_stretch(stretch: Stretch) -> None:
-        if findings.add_stretch(stretch) and options.stop_on_first:
+        findings.add_stretch(stretch)
+        if options.stop_on_first:
             raise BroadcastError(stretch.message())
 
     with contextlib.ExitStack() as undo:

@@ -88,13 +88,8 @@ class Findings:
         else:
             found.count += 1
 
-    def add_stretch(self, stretch: Stretch) -> bool:
-        """``BroadcastGuard(on_stretch=...)``; False for a stretch inside an einx call
-        (``einx.add("b i, b j -> b i j", x, y)``), which is no finding: its expression names
-        every axis of the result, as einsum's does. einx runs each expression as code it
-        generates, so only a stretch at such a ``<string>`` line is looked into."""
-        if stretch.file.startswith("<") and _EINX and _called_from(_EINX, sys._getframe()):
-            return False
+    def add_stretch(self, stretch: Stretch) -> None:
+        """``BroadcastGuard(on_stretch=...)``."""
         shapes = [list(shape) for shape in stretch.shapes]
         file = stretch.file if stretch.file.startswith("<") else os.path.abspath(stretch.file)
 
@@ -105,7 +100,6 @@ class Findings:
             )
 
         self.add((stretch.file, stretch.line, stretch.op, stretch.shapes), make)
-        return True
 
     def __iter__(self) -> Iterator[Finding]:
         return iter(self._by_key.values())
@@ -126,7 +120,6 @@ def _folder(name: str) -> str | None:
     return os.path.join(os.path.dirname(spec.origin), "") if spec and spec.origin else None
 
 
-_EINX = _folder("einx")
 _MACHINERY = tuple(
     folder
     for folder in (
@@ -155,12 +148,6 @@ def _library(filename: str) -> str | None:
 
 def _is_machinery(filename: str) -> bool:
     return filename.startswith("<") or os.path.abspath(filename).startswith(_MACHINERY)
-
-
-def _called_from(folder: str, frame: FrameType | None) -> bool:
-    while frame is not None and not frame.f_code.co_filename.startswith(folder):
-        frame = frame.f_back
-    return frame is not None
 
 
 def _source(frame: FrameType) -> tuple[str, int, str]:

@@ -3,7 +3,8 @@ the first elementwise operation that stretches *every* operand, such as ``(N, 1)
 ``(N, N)`` inside an untyped helper that no annotation sees. ``BroadcastGuard(on_stretch=f)``
 calls ``f(stretch)`` instead and lets the program go on. One-sided broadcasting (a bias, a
 scalar, a column, an attention mask) passes; ``einsum``, ``matmul`` and ``torch.outer`` are
-never checked: an outer product should say so.
+never checked, and neither is an einx expression (``einx.add("b i, b j -> b i j", x, y)``):
+each names every axis of its result, as an outer product should.
 
 Copy-paste: this file imports only torch and the standard library.
 
@@ -40,6 +41,7 @@ marks its module's buffers that way each time it arms (integer and boolean ones 
 float ones as constants): a module's buffers are never a batch's data.
 """
 
+import importlib.util
 import linecache
 import os
 import sys
@@ -54,6 +56,8 @@ from torch.overrides import TorchFunctionMode
 __all__ = ["BroadcastError", "BroadcastGuard", "Stretch", "mark_constant", "mark_grid"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_EINX = importlib.util.find_spec("einx")  # found, not imported
+_EINX_DIR = os.path.join(os.path.dirname(_EINX.origin), "") if _EINX and _EINX.origin else None
 _HINT = (
     "Make the shapes agree with einops.rearrange; for an intended outer product use "
     "einsum, torch.outer or an explicit expand."
@@ -316,6 +320,17 @@ def _user_frame() -> tuple[FrameType, bool]:
     return frame, by_design
 
 
+def _in_einx_expression(frame: FrameType) -> bool:
+    """Whether ``frame`` is code that einx generated for an expression (a ``<string>`` file)
+    and called from its own package."""
+    if _EINX_DIR is None or not frame.f_code.co_filename.startswith("<"):
+        return False
+    caller = frame.f_back
+    while caller is not None and not caller.f_code.co_filename.startswith(_EINX_DIR):
+        caller = caller.f_back
+    return caller is not None
+
+
 def _sampled_indices(shapes: list[tuple[int, ...]]) -> bool:
     """``Categorical.log_prob``'s intended stretch: indices ``(*sample, *batch, 1)`` against
     logits ``(*batch, class)``. Indices that do not end in the batch shape, such as a
@@ -390,7 +405,7 @@ def _stretch(func: Callable[..., Any], tensors: list[torch.Tensor]) -> Stretch |
     if _builds_grid_or_mask(func, tensors):
         return None
     frame, by_design = _user_frame()
-    if by_design and _sampled_indices(shapes):
+    if by_design and _sampled_indices(shapes) or _in_einx_expression(frame):
         return None
     filename, line = frame.f_code.co_filename, frame.f_lineno
     source = linecache.getline(filename, line).strip()

@@ -395,6 +395,8 @@ def test_attention_patterns_of_widely_used_code_pass() -> None:
         slopes = torch.tensor(_alibi_slopes(4))
         alibi = einx.multiply("h, q k -> h q k", slopes, _distance(T))  # pyright: ignore[reportPrivateImportUsage]
         assert alibi.shape == (4, T, T)
+        pairs = einx.add("b i, b j -> b i j", torch.randn(3, T), torch.randn(3, T))  # pyright: ignore[reportPrivateImportUsage]
+        assert pairs.shape == (3, T, T)  # data with data: its expression names every axis
         lengths = torch.tensor([2, T, 3])
         padding = einx.less("key, batch -> batch key", torch.arange(T), lengths)  # pyright: ignore[reportPrivateImportUsage]
         assert padding.shape == (3, T)
