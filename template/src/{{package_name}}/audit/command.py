@@ -23,7 +23,7 @@ from typing import NoReturn
 import torch
 from torch.nn.modules.module import register_module_buffer_registration_hook
 
-from ..core.broadcast import BroadcastError, BroadcastGuard, Stretch, mark_constant, mark_grid
+from ..core.broadcast import BroadcastError, BroadcastGuard, Stretch, mark_buffer
 from .findings import Findings
 
 __all__ = ["main"]
@@ -188,16 +188,10 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 
 def _mark_buffer(module: torch.nn.Module, name: str, buffer: torch.Tensor | None) -> None:
-    """A module's buffers are its own, never a batch's data: integer and boolean ones are
-    grids, float ones constants, as ``BroadcastGuardCallback`` marks them. Marked as they
-    are registered, they include ALiBi's slopes made by ``torch.Tensor([...])``, which the
-    guard does not see being made."""
-    if buffer is None:
-        return
-    if buffer.is_floating_point() or buffer.is_complex():
-        mark_constant(buffer)
-    else:
-        mark_grid(buffer)
+    """Marked as they are registered, a module's buffers include ALiBi's slopes made by
+    ``torch.Tensor([...])``, which the guard does not see being made."""
+    if buffer is not None:
+        mark_buffer(buffer)
 
 
 def _find_module(name: str) -> None:

@@ -36,9 +36,9 @@ a ``zeros`` buffer once filled. Float masks are data once combined with data: bu
 as booleans.
 
 Provenance is followed only while a guard is on, so a grid made before it counts as data:
-``mark_grid(tensor)`` and ``mark_constant(tensor)`` say what it is. ``BroadcastGuardCallback``
-marks its module's buffers that way each time it arms (integer and boolean ones as grids,
-float ones as constants): a module's buffers are never a batch's data.
+``mark_grid(tensor)`` and ``mark_constant(tensor)`` say what it is. A module's buffers are
+never a batch's data: ``mark_buffer`` counts integer and boolean ones as grids, float ones as
+constants, and ``BroadcastGuardCallback`` applies it to its module's each time it arms.
 """
 
 import importlib.util
@@ -53,7 +53,14 @@ from typing import Any, NamedTuple
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["BroadcastError", "BroadcastGuard", "Stretch", "mark_constant", "mark_grid"]
+__all__ = [
+    "BroadcastError",
+    "BroadcastGuard",
+    "Stretch",
+    "mark_buffer",
+    "mark_constant",
+    "mark_grid",
+]
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _EINX = importlib.util.find_spec("einx")  # found, not imported
@@ -198,6 +205,14 @@ def mark_constant(tensor: torch.Tensor) -> torch.Tensor:
     values, a module's float buffer), and return it."""
     _remember(tensor, _CONSTANT)
     return tensor
+
+
+def mark_buffer(tensor: torch.Tensor) -> torch.Tensor:
+    """Count a module's buffer as its own, never a batch's data: a float or complex one is a
+    constant, any other a grid. Return it."""
+    if tensor.is_floating_point() or tensor.is_complex():
+        return mark_constant(tensor)
+    return mark_grid(tensor)
 
 
 def _numbers(value: object) -> bool:

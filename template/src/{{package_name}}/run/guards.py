@@ -15,7 +15,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import move_data_to_device
 
-from ..core.broadcast import BroadcastGuard, mark_constant, mark_grid
+from ..core.broadcast import BroadcastGuard, mark_buffer
 from ..core.shapes import Float, Int, Scalar, Tensor, typechecked
 
 __all__ = ["BroadcastGuardCallback", "NonFiniteError", "NonFiniteLocator"]
@@ -71,10 +71,7 @@ class BroadcastGuardCallback(Callback):
     def _arm(self, pl_module: L.LightningModule) -> None:
         if self.guarded < self.steps and self._guard is None:
             for buffer in pl_module.buffers():
-                if buffer.is_floating_point() or buffer.is_complex():
-                    mark_constant(buffer)
-                else:
-                    mark_grid(buffer)
+                mark_buffer(buffer)
             self._guard = BroadcastGuard()
             self._guard.__enter__()
 
