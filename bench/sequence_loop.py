@@ -150,9 +150,8 @@ def _run(project: Path, package: str, side: str, root: Path) -> dict:
 def main() -> None:
     if sys.argv[1] == "--worker":
         side, package, root = sys.argv[2:5]
-        result = (
-            ours_worker(package, root) if side == "ours" else globals()[f"{side}_worker"](package)
-        )
+        workers = {"raw": raw_worker, "floor": floor_worker}
+        result = ours_worker(package, root) if side == "ours" else workers[side](package)
         print(json.dumps(result))
         return
     project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
