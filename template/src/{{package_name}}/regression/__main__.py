@@ -16,29 +16,16 @@ from .predict import PredictionWriter
 
 
 class RegressionCLI(DataExampleCLI):
-    from_data = (
-        "num_features",
-        "target_mean",
-        "target_std",
-        "feature_mean",
-        "feature_std",
-        "feature_columns",
-        "categories",
-    )
+    from_data = ("num_features", "target_mean", "target_std", "feature_mean", "feature_std")
+    from_data += ("feature_columns", "categories")
     predicted = "CSV"
 
 
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> RegressionCLI:
     """Parse ``args`` (default: the command line) and run the chosen subcommand, with
     ``callbacks`` added to the trainer's (a sweep's trial adds its reporter)."""
-    return RegressionCLI.launch(
-        RegressionModule,
-        RegressionData,
-        ("val_r2", "val_mae", "val_loss"),
-        [PredictionWriter(), *callbacks],
-        args,
-        __package__,
-    )
+    metrics, added = ("val_r2", "val_mae", "val_loss"), [PredictionWriter(), *callbacks]
+    return RegressionCLI.launch(RegressionModule, RegressionData, metrics, added, args, __package__)
 
 
 if __name__ == "__main__":

@@ -26,16 +26,14 @@ from .table import Encoding, Missing, TableOptions, fit_encoding, read_table
 
 
 def _positions(count: int) -> torch.dtype:
-    """The integer type of row positions: 4 bytes where they fit, since a narrow table holds
-    nearly as many bytes of indices as of data. ``randperm`` draws the same permutation in
-    either type."""
+    """4-byte row positions where they fit (a narrow table holds nearly as many bytes of
+    indices as of data); ``randperm`` draws the same permutation in either type."""
     return torch.int32 if count <= torch.iinfo(torch.int32).max else torch.int64
 
 
 def _column_stats(values: Tensor, rows: Tensor, chunk: int = 8192) -> tuple[Tensor, Tensor]:
     """Mean and standard deviation of ``values[rows]``, in float64 a chunk of rows at a time
-    so that a large table is never copied whole; 1 where the deviation is zero or undefined,
-    so that standardising never divides by zero."""
+    so that a large table is never copied whole; 1 where the deviation is zero or undefined."""
     total = torch.zeros(values.shape[1:], dtype=torch.float64)
     for part in rows.split(chunk):
         total += values[part].double().sum(dim=0)
@@ -90,29 +88,24 @@ class RegressionData(L.LightningDataModule):
     ) -> None:
         """
         Args:
-            csv_path: CSV file to train on; every numeric column but ``target`` is a feature.
-                Leave unset to use the synthetic set.
+            csv_path: CSV file to train on (unset: the synthetic set).
             target: Name of the column to predict (required with ``csv_path``).
-            predict_csv: CSV file to predict, for the ``predict`` subcommand only; the
-                training data is then not read: the checkpoint says how to encode rows.
-            missing: What a row with a missing cell (empty, ``NA``, ``nan``, ``null``, ...)
-                in a used column does: ``error`` refuses the file, ``drop`` leaves the row
-                out and counts it.
+            predict_csv: CSV file to predict, for ``predict`` only: the checkpoint says how
+                to encode its rows.
+            missing: What a missing cell in a used column does: ``error`` refuses the file,
+                ``drop`` leaves the row out.
             categorical: Text columns to one-hot encode; other text columns are left out.
             max_levels: Levels kept per categorical column, the most frequent in the
                 training split; rarer levels encode as all zeros.
             sep: Field separator of the CSV files.
             thousands: Thousands mark in numbers (``","`` reads ``"1,234"``); none by default.
-            decimal: Decimal mark (``","`` for ``"3,5"``); must differ from ``sep`` and
-                ``thousands``.
+            decimal: Decimal mark (``","`` for ``"3,5"``), not ``sep`` nor ``thousands``.
             synthetic_samples: Rows of the synthetic set.
             synthetic_features: Input columns of the synthetic set (at least 5).
             synthetic_noise: Standard deviation of the synthetic target's noise.
             val_fraction: Share of rows held out for validation, drawn at random.
-            batch_size: Rows per optimizer step, over all processes together: under DDP each
-                of N processes loads ``batch_size / N``.
-            seed: Seed of the synthetic data, of the train/validation split and of every
-                epoch's training order.
+            batch_size: Rows per optimizer step over all processes: each of N loads 1/N.
+            seed: Seed of the synthetic data, the split and every epoch's training order.
         """
         super().__init__()
         if (csv_path is None) != (target is None):
@@ -121,8 +114,7 @@ class RegressionData(L.LightningDataModule):
             raise UserError(f"--data.val_fraction must be in (0, 1), got {val_fraction}")
         if max_levels < 1:
             raise UserError(f"--data.max_levels must be at least 1, got {max_levels}")
-        self.batch_size = batch_size
-        self.seed = seed
+        self.batch_size, self.seed = batch_size, seed
         self.options = TableOptions(sep=sep, thousands=thousands, decimal=decimal)
         self.predict_csv = None if predict_csv is None else Path(predict_csv)
         if self.predict_csv is not None:
@@ -130,33 +122,27 @@ class RegressionData(L.LightningDataModule):
                 raise UserError(f"--data.predict_csv {self.predict_csv}: no such file")
             return  # predict encodes rows as the checkpoint says: nothing to read or fit here
 
-        if csv_path is None:
+        if csv_path is None or target is None:
             x, y = make_synthetic_regression(
                 synthetic_samples, synthetic_features, synthetic_noise, seed
             )
             encoding = Encoding([f"x{index}" for index in range(x.shape[1])], {})
             val_rows, train_rows = self._split(len(y), val_fraction, "--data.synthetic_samples")
         else:
-            table = read_table(
-                Path(csv_path), str(target), self.options, list(categorical or []), missing
-            )
-            val_rows, train_rows = self._split(len(table.frame), val_fraction, str(csv_path))
-            encoding, capped = fit_encoding(
-                table.frame.iloc[train_rows.numpy()], table.columns, table.categorical, max_levels
-            )
-            features, _, _ = encoding.encode(table.frame, Path(csv_path))
-            x = torch.from_numpy(features)
-            y = torch.tensor(table.frame[table.target].to_numpy(dtype="float64")).float()
-            rank_zero_info(table.summary + "".join(f"; {note}" for note in capped))
+            path, categorical = Path(csv_path), list(categorical or [])
+            frame, columns, summary = read_table(path, target, self.options, categorical, missing)
+            val_rows, train_rows = self._split(len(frame), val_fraction, str(csv_path))
+            train = frame.iloc[train_rows.numpy()]
+            encoding, capped = fit_encoding(train, columns, categorical, max_levels)
+            x = torch.from_numpy(encoding.encode(frame, path)[0])
+            y = torch.tensor(frame[target].to_numpy(dtype="float64")).float()
+            rank_zero_info(summary + "".join(f"; {note}" for note in capped))
 
         # What the model is built from (RegressionCLI.from_data), and a checkpoint keeps.
         self.num_features = x.shape[1]
-        self.feature_columns = encoding.columns
-        self.categories = encoding.categories
-        feature_mean, feature_std = _column_stats(x, train_rows)
-        target_mean, target_std = _column_stats(y, train_rows)
-        self.feature_mean, self.feature_std = feature_mean.tolist(), feature_std.tolist()
-        self.target_mean, self.target_std = float(target_mean), float(target_std)
+        self.feature_columns, self.categories = encoding.columns, encoding.categories
+        self.feature_mean, self.feature_std = (s.tolist() for s in _column_stats(x, train_rows))
+        self.target_mean, self.target_std = map(float, _column_stats(y, train_rows))
         # Raw features: the model standardises them itself, so predict can feed raw rows.
         self.train_set = SplitRows(x, y, train_rows)
         self.val_set = SplitRows(x, y, val_rows)
@@ -173,10 +159,10 @@ class RegressionData(L.LightningDataModule):
         return order[:num_val], order[num_val:]
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, shuffle=True)
+        return self._loader(self.train_set, True)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, shuffle=False)
+        return self._loader(self.val_set, False)
 
     def predict_dataloader(self) -> DataLoader:
         """``--data.predict_csv`` in chunks, encoded as the checkpoint's model says."""
@@ -188,23 +174,14 @@ class RegressionData(L.LightningDataModule):
         return DataLoader(PredictChunks(self.predict_csv, encoding, self.options), batch_size=None)
 
     def _loader(self, rows: SplitRows, shuffle: bool) -> DataLoader:
-        world, rank = (
-            (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
-        )
+        world = self.trainer.world_size if self.trainer else 1
+        rank = self.trainer.global_rank if self.trainer else 0
         if self.batch_size % world:
             raise ValueError(
                 f"--data.batch_size={self.batch_size} does not split evenly over {world} processes"
             )
-        sampler = ShardBatches(
-            rows,
-            self.batch_size // world,
-            num_replicas=world,
-            rank=rank,
-            shuffle=shuffle,
-            seed=self.seed,
-        )
-        # batch_size=None: each item of the sampler is a whole batch.
-        return DataLoader(rows, sampler=sampler, batch_size=None)
+        batches = ShardBatches(rows, self.batch_size // world, world, rank, shuffle, self.seed)
+        return DataLoader(rows, sampler=batches, batch_size=None)  # each item a whole batch
 
 
 class ShardBatches(DistributedSampler):
@@ -214,8 +191,8 @@ class ShardBatches(DistributedSampler):
     swaps in none of its own under DDP (a ``BatchSampler`` around one would hide both); the
     order is a tensor, several times smaller than the parent's list of Python ints."""
 
-    def __init__(self, rows: SplitRows, batch_size: int, **kwargs: Any) -> None:
-        super().__init__(rows, **kwargs)
+    def __init__(self, rows: SplitRows, batch_size: int, *args: Any) -> None:
+        super().__init__(rows, *args)
         self.batch_size = batch_size
 
     def __iter__(self) -> Iterator[Tensor]:  # pyright: ignore[reportIncompatibleMethodOverride]

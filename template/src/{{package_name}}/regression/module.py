@@ -41,21 +41,13 @@ class RegressionModule(L.LightningModule):
         compile: bool = False,
         compile_backend: str = "inductor",
     ) -> None:
-        """
+        """The data's width, statistics, columns and levels are linked from the data module.
+
         Args:
-            num_features: Input columns; the CLI links it from the data.
-            hidden_sizes: Width of each hidden layer.
-            activation: Non-linearity between layers.
-            learning_rate: Peak Adam learning rate, cosine-annealed to zero over the run's
+            learning_rate: Peak AdamW learning rate, cosine-annealed to zero over the run's
                 optimizer steps.
-            weight_decay: AdamW weight decay.
-            target_mean: Training-split mean of the target; the CLI links it from the data.
-            target_std: Training-split standard deviation of the target; linked likewise.
-            feature_mean: Training-split mean of each input column (none: 0); linked likewise.
-            feature_std: Its standard deviation (none: 1); linked likewise.
-            feature_columns: The table columns the inputs come from, in order; linked
-                likewise, for predict.
-            categories: The levels of each one-hot column, in input order; linked likewise.
+            feature_mean: Training-split mean of each input column (none: 0).
+            feature_std: Its standard deviation (none: 1).
             compile: Run the network through ``torch.compile``; its shapes stay checked at
                 the compiled boundary.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation
@@ -63,10 +55,8 @@ class RegressionModule(L.LightningModule):
         """
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
-        self.learning_rate: float = learning_rate
-        self.weight_decay: float = weight_decay
-        self.target_mean: float = target_mean
-        self.target_std: float = target_std
+        self.learning_rate, self.weight_decay = learning_rate, weight_decay
+        self.target_mean, self.target_std = target_mean, target_std
         self.feature_columns: list[str] = list(feature_columns or [])
         self.categories: dict[str, list[str]] = dict(categories or {})
         for name, stats in (("feature_mean", feature_mean), ("feature_std", feature_std)):
@@ -83,18 +73,17 @@ class RegressionModule(L.LightningModule):
         self._compiled_net = compiled(self.net, backend=compile_backend) if compile else None
         self._val_predictions = Column()
         self._val_targets = Column()
-        # The epoch's summed training loss, one tensor added to in place: a list of a
-        # scalar per step grows the process by kilobytes a step on a large table.
-        self._train_loss_sum: Tensor | None = None
+        # The epoch's summed training loss, one scalar: a list of a scalar per step grows
+        # the process by kilobytes a step on a large table.
+        self._train_loss_sum: Tensor | float = 0.0
         self._train_rows = 0
 
     @typechecked
     def forward(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, " batch"]:
-        return self._standardised_prediction(x) * self.target_std + self.target_mean
+        return self._net_prediction(x) * self.target_std + self.target_mean
 
-    def _standardised_prediction(
-        self, x: Float[Tensor, "batch feature"]
-    ) -> Float[Tensor, " batch"]:
+    def _net_prediction(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, " batch"]:
+        """The network's answer, in standard units: for standardised features."""
         return (self._compiled_net or self.net)((x - self.feature_mean) / self.feature_std)
 
     def _standardise(self, y: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
@@ -102,13 +91,10 @@ class RegressionModule(L.LightningModule):
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         x, y = batch
-        loss = mse_loss(self._standardised_prediction(x), self._standardise(y))
-        # Summed here, logged once an epoch: a self.log call costs about a step's compute.
-        summed = loss.detach().float() * len(y)  # a bf16 sum would stop growing
-        if self._train_loss_sum is None:
-            self._train_loss_sum = summed
-        else:
-            self._train_loss_sum += summed
+        loss = mse_loss(self._net_prediction(x), self._standardise(y))
+        # Summed here in float32 (a bf16 sum would stop growing), logged once an epoch: a
+        # self.log call costs about a step's compute.
+        self._train_loss_sum = self._train_loss_sum + loss.detach().float() * len(y)
         self._train_rows += len(y)
         return loss
 
@@ -129,10 +115,9 @@ class RegressionModule(L.LightningModule):
         self.log("val_mae", mean_absolute_error(prediction, target), sync_dist=True)
 
     def on_train_epoch_end(self) -> None:
-        if self._train_loss_sum is not None:
+        if self._train_rows:
             self.log("train_loss", self._train_loss_sum / self._train_rows, sync_dist=True)
-        self._train_loss_sum = None
-        self._train_rows = 0
+        self._train_loss_sum, self._train_rows = 0.0, 0
 
     def _gather(self, values: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
         """Every process's rows in the split's order: process ``r`` had rows ``r, r + world,
@@ -172,27 +157,23 @@ class Column:
     grow the process. At least float32, so that metrics over bf16 are summed in full."""
 
     def __init__(self) -> None:
-        self._values: Tensor | None = None
-        self._length = 0
+        self._values, self._length = torch.empty(0), 0  # float32: the narrowest it gets
 
     def append(self, batch: Float[Tensor, " batch"]) -> None:
         """Copy ``batch`` in after the values so far; a wider dtype widens the column."""
         end = self._length + len(batch)
-        dtype = torch.promote_types(batch.dtype, torch.float32)
-        if self._values is not None:
-            dtype = torch.promote_types(dtype, self._values.dtype)
-        if self._values is None or end > len(self._values) or dtype != self._values.dtype:
+        dtype = torch.promote_types(batch.dtype, self._values.dtype)
+        if end > len(self._values) or dtype != self._values.dtype:
             grown = batch.new_empty(max(2 * end, 4096), dtype=dtype)
-            if self._values is not None:
-                grown[: self._length] = self._values[: self._length]
+            grown[: self._length] = self._values[: self._length]
             self._values = grown
         self._values[self._length : end] = batch
         self._length = end
 
     def take(self) -> Float[Tensor, " row"]:
         """Every value appended, in order; the column starts empty again."""
-        if self._values is None:
+        if not self._length:
             raise RuntimeError("take() before any append(): the split had no batches")
         values = self._values[: self._length]
-        self._values, self._length = None, 0
+        self._values, self._length = torch.empty(0), 0
         return values

@@ -7,21 +7,20 @@ appends it to ``predictions.csv`` in the run's log folder: every input row and c
 """
 
 import sys
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import lightning as L
 import numpy as np
 import pandas as pd
 import torch
-from lightning.pytorch.callbacks import BasePredictionWriter
+from lightning.pytorch.callbacks import Callback
 from torch.utils.data import IterableDataset
 
 from ..core.shapes import Bool, Float, Tensor
 from ..run.errors import UserError
-from .table import Encoding, TableOptions, checked_chunks, read_csv, read_header
+from .table import Encoding, TableOptions, read_csv, read_header, reading
 
 CHUNK_ROWS = 65536
 
@@ -39,8 +38,7 @@ class PredictChunks(IterableDataset):
     def __init__(self, path: Path, encoding: Encoding, options: TableOptions) -> None:
         self.path, self.encoding, self.options = path, encoding, options
         header = read_header(path, options, "--data.predict_csv")
-        absent = [name for name in encoding.columns if name not in header]
-        if absent:
+        if absent := [name for name in encoding.columns if name not in header]:
             raise UserError(
                 f"{path}: no column {', '.join(map(repr, absent))}; the model reads "
                 f"{encoding.columns}"
@@ -49,10 +47,13 @@ class PredictChunks(IterableDataset):
             raise UserError(f"{path}: already has a column 'prediction'; rename it first")
 
     def __iter__(self) -> Iterator[PredictChunk]:
-        text = list(self.encoding.categories)
-        chunks = read_csv(self.path, self.options, text, "--data.predict_csv", CHUNK_ROWS)
+        chunks = read_csv(self.path, self.options, list(self.encoding.categories), CHUNK_ROWS)
         assert not isinstance(chunks, pd.DataFrame)
-        for chunk in checked_chunks(chunks, self.path):
+        while True:
+            with reading(self.path):  # a parse error part-way through
+                chunk = next(chunks, None)
+            if chunk is None:
+                return
             chunk.columns = [str(name).strip() for name in chunk.columns]
             chunk.index = chunk.index + 1  # data rows, for messages
             features, complete, unseen = self.encoding.encode(chunk, self.path)
@@ -61,38 +62,22 @@ class PredictChunks(IterableDataset):
             )
 
 
-class PredictionWriter(BasePredictionWriter):
+class PredictionWriter(Callback):
     """Append each predicted chunk to ``predictions.csv``; print its path and the counts of
     incomplete rows and unseen levels at the end."""
-
-    def __init__(self) -> None:
-        super().__init__(write_interval="batch")
-        self.path: Path | None = None
-        self.rows = self.incomplete = self.unseen = 0
 
     def on_predict_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.path = Path(trainer.log_dir or trainer.default_root_dir) / "predictions.csv"
         self.rows = self.incomplete = self.unseen = 0
-        # Lightning would find each row's index for the writer; the chunk carries its rows.
-        warnings.filterwarnings("ignore", message="Couldn't infer the batch indices")
         if trainer.is_global_zero:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.unlink(missing_ok=True)
 
-    def write_on_batch_end(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        prediction: Any,
-        batch_indices: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int,
-    ) -> None:
+    def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
         # Every process reads the whole file; one writes it.
-        if not (trainer.is_global_zero and isinstance(batch, PredictChunk) and self.path):
+        if not (trainer.is_global_zero and isinstance(batch, PredictChunk)):
             return
-        values = prediction.detach().float().cpu().numpy()
+        values = outputs.detach().float().cpu().numpy()
         complete = batch.complete.cpu().numpy()
         options = getattr(getattr(trainer, "datamodule", None), "options", TableOptions())
         batch.rows.assign(prediction=np.where(complete, values, np.nan)).to_csv(

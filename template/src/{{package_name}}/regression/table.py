@@ -1,15 +1,10 @@
 """Read a CSV export with pandas into the numbers the model takes, or say in one line why not.
 
-- Missing cells are the reader's own markers (empty, ``NA``, ``nan``, ``null``, ...); a row
-  whose target is missing is never used. ``inf`` is refused: it would poison every statistic.
-- A text column (``True``/``False`` cells too) is one-hot encoded when it is listed in
-  ``categorical`` and left out otherwise, named with its first text cell so that a typo in
-  a numeric column shows.
-- A data line with more cells than the header is refused; empty trailing cells (a line that
-  ends in the separator) are not cells.
-
-The reader's own parse errors name file lines; a bad cell is named by its data row (the
-n-th row under the header, blank lines not counted).
+Missing cells are the reader's own markers; ``inf`` is refused, it would poison every
+statistic. A text column is named with its first text cell, so that a typo in a numeric
+column shows. The reader's parse errors name file lines; a bad cell is named by its data row
+(the n-th row under the header, blank lines not counted). What is read and refused:
+``docs/regression.md``.
 """
 
 import re
@@ -27,11 +22,9 @@ from ..run.errors import UserError
 
 Missing = Literal["error", "drop"]
 
-EXTRA_CELLS = "a data line has more cells than the header; the cells past it would be lost"
-
 
 @contextmanager
-def _reading(path: Path) -> Iterator[None]:
+def reading(path: Path) -> Iterator[None]:
     """Turn what pandas refuses while it reads ``path`` into a one-line UserError. With
     ``index_col=False`` it drops the cells past the header's with only a warning: refused."""
     try:
@@ -40,21 +33,20 @@ def _reading(path: Path) -> Iterator[None]:
                 "error", "Length of header or names does not match", pd.errors.ParserWarning
             )
             yield
+        return
     except pd.errors.ParserWarning:
-        raise UserError(f"{path}: {EXTRA_CELLS}") from None
+        message = "a data line has more cells than the header; the cells past it would be lost"
     except pd.errors.EmptyDataError:  # a ValueError: caught first
-        raise UserError(f"{path}: the file is empty; it needs a header and data rows") from None
+        message = "the file is empty; it needs a header and data rows"
     except UnicodeDecodeError as error:  # a ValueError too
-        raise UserError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from error
+        message = f"not UTF-8 text ({error.reason} at byte {error.start})"
     except (pd.errors.ParserError, ValueError) as error:
         message = " ".join(str(error).split())
-        fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", message)
-        if fields:
-            expected, line, saw = fields.groups()
-            raise UserError(
-                f"{path}: file line {line} has {saw} cells, the header has {expected}"
-            ) from error
-        raise UserError(f"{path}: the reader refused the file: {message}") from error
+        if fields := re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", message):
+            message = "file line {1} has {2} cells, the header has {0}".format(*fields.groups())
+        else:
+            message = f"the reader refused the file: {message}"
+    raise UserError(f"{path}: {message}")
 
 
 @dataclass(frozen=True)
@@ -67,14 +59,12 @@ class TableOptions:
 
     def __post_init__(self) -> None:
         marks = {"--data.sep": self.sep, "--data.decimal": self.decimal}
-        if self.thousands is not None:
-            marks["--data.thousands"] = self.thousands
-        for option, mark in marks.items():
-            if len(mark) != 1 or mark in '\r\n"':
+        for option, mark in {**marks, "--data.thousands": self.thousands}.items():
+            if mark is not None and (len(mark) != 1 or mark in '\r\n"'):
                 raise UserError(f"{option} {mark!r}: must be one character, not a quote or newline")
-        if self.decimal in (self.sep, self.thousands):
-            clash = "--data.sep" if self.decimal == self.sep else "--data.thousands"
-            raise UserError(f"--data.decimal {self.decimal!r} is also {clash}; they must differ")
+        for option, mark in (("--data.sep", self.sep), ("--data.thousands", self.thousands)):
+            if self.decimal == mark:
+                raise UserError(f"--data.decimal {mark!r} is also {option}; they must differ")
 
 
 @dataclass(frozen=True)
@@ -91,43 +81,35 @@ class Encoding:
         category level that the training split did not (encoded as all zeros)."""
         width = sum(len(self.categories.get(name, [None])) for name in self.columns)
         features = np.zeros((len(frame), width), dtype=np.float32)
-        complete = np.ones(len(frame), dtype=bool)
         unseen = np.zeros(len(frame), dtype=bool)
         start = 0
         for name in self.columns:
-            column = frame[name]
-            present = column.notna().to_numpy()
-            complete &= present
             if name in self.categories:
                 levels = self.categories[name]
-                codes = pd.Categorical(column.astype("string"), categories=levels).codes
+                codes = pd.Categorical(frame[name].astype("string"), categories=levels).codes
                 rows = np.flatnonzero(codes >= 0)
                 features[rows, start + codes[rows]] = 1.0
-                unseen |= present & (codes < 0)
+                unseen |= frame[name].notna().to_numpy() & (codes < 0)
                 start += len(levels)
             else:
-                values = numbers(column, name, path)
-                features[:, start] = np.where(present, values, 0.0)
+                features[:, start] = np.nan_to_num(numbers(frame[name], name, path), nan=0.0)
                 start += 1
+        complete = np.array(
+            frame[self.columns].notna().all(axis=1), dtype=bool
+        )  # a copy: torch.from_numpy wants it writable
         return features, complete, int(unseen.sum())
-
-
-_THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?")
-"""A number with commas between its thousands, which ``--data.thousands ,`` reads."""
 
 
 def numbers(column: pd.Series, name: str, path: Path) -> np.ndarray:
     """The column as float64 (missing cells NaN), or a UserError naming its first text or
     ``inf`` cell by data row."""
-    if column.empty:
-        return np.empty(0)
-    if not _numeric(column):
+    if not column.empty and not _numeric(column):
         row, cell = _first_text_cell(column)
-        fix = "; --data.thousands , reads 1,234.5" if _THOUSANDS.fullmatch(cell) else ""
+        thousands = re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?", cell)
+        fix = "; --data.thousands , reads 1,234.5" if thousands else ""
         raise UserError(f"{path}: data row {row}: column {name!r} has {cell!r}, not a number{fix}")
     values = column.to_numpy(dtype=np.float64, na_value=np.nan)
-    infinite = np.flatnonzero(np.isinf(values))
-    if len(infinite):
+    if len(infinite := np.flatnonzero(np.isinf(values))):
         raise UserError(
             f"{path}: data row {int(column.index[infinite[0]])}: column {name!r} has "
             f"{values[infinite[0]]}: inf is refused, it is not a missing value "
@@ -136,16 +118,27 @@ def numbers(column: pd.Series, name: str, path: Path) -> np.ndarray:
     return values
 
 
-def read_csv(
-    path: Path, options: TableOptions, text: list[str], option: str, chunksize: int | None = None
-) -> pd.DataFrame | Iterator[pd.DataFrame]:
-    """The table, or an iterator of ``chunksize`` rows at a time, with ``text`` columns read
-    as text (category levels stay as written: ``"007"``, not 7)."""
-    header = read_header(path, options, option)
+def read_header(path: Path, options: TableOptions, option: str) -> list[str]:
+    """The column names as written (pandas would rename a repeated one ``a.1``: refused)."""
+    if not path.is_file():
+        raise UserError(f"{option} {path}: no such file")
+    with reading(path):
+        first = pd.read_csv(
+            path, sep=options.sep, header=None, nrows=1, dtype="string", encoding="utf-8-sig"
+        )
+    header = [str(name).strip() for name in first.iloc[0].tolist()]
     if len(set(header)) != len(header):
         duplicated = sorted({name for name in header if header.count(name) > 1})
         raise UserError(f"{path}: duplicate column names {duplicated}")
-    with _reading(path):
+    return header
+
+
+def read_csv(
+    path: Path, options: TableOptions, text: list[str], chunksize: int | None = None
+) -> pd.DataFrame | Iterator[pd.DataFrame]:
+    """The table, or an iterator of ``chunksize`` rows at a time, with ``text`` columns read
+    as text (category levels stay as written: ``"007"``, not 7)."""
+    with reading(path):
         return pd.read_csv(
             path,
             sep=options.sep,
@@ -160,69 +153,29 @@ def read_csv(
         )
 
 
-def read_header(path: Path, options: TableOptions, option: str) -> list[str]:
-    """The column names as written; pandas would rename a repeated one ``a.1``."""
-    if not path.is_file():
-        raise UserError(f"{option} {path}: no such file")
-    with _reading(path):
-        first = pd.read_csv(
-            path, sep=options.sep, header=None, nrows=1, dtype="string", encoding="utf-8-sig"
-        )
-    return [str(name).strip() for name in first.iloc[0].tolist()]
-
-
-def checked_chunks(chunks: Iterator[pd.DataFrame], path: Path) -> Iterator[pd.DataFrame]:
-    """``chunks``, with a parse error part-way through turned into a UserError."""
-    while True:
-        with _reading(path):
-            chunk = next(chunks, None)
-        if chunk is None:
-            return
-        yield chunk
-
-
-@dataclass(frozen=True)
-class Table:
-    """The rows a model can learn from: ``frame`` holds the target and the feature columns
-    (numeric, then categorical as text), indexed by data row."""
-
-    frame: pd.DataFrame
-    target: str
-    columns: list[str]
-    categorical: list[str]
-    summary: str
-
-
 def read_table(
-    path: Path,
-    target: str,
-    options: TableOptions,
-    categorical: list[str],
-    missing: Missing,
-) -> Table:
-    """Read ``path`` and keep the rows and columns a model can use, or raise a UserError."""
+    path: Path, target: str, options: TableOptions, categorical: list[str], missing: Missing
+) -> tuple[pd.DataFrame, list[str], str]:
+    """The rows a model can learn from (the target, then the feature columns in file order,
+    indexed by data row), the feature columns and a line that says what was read."""
     header = read_header(path, options, "--data.csv_path")
     if target not in header:
         raise UserError(f"{path}: no column {target!r} for --data.target; columns are {header}")
-    absent = [name for name in categorical if name not in header]
-    if absent:
+    if absent := [name for name in categorical if name not in header]:
         raise UserError(f"{path}: --data.categorical names {absent}, not columns of {header}")
     if target in categorical:
         raise UserError(f"{path}: --data.categorical lists the target {target!r}")
-    frame = read_csv(path, options, categorical, "--data.csv_path")
+    frame = read_csv(path, options, categorical)
     assert isinstance(frame, pd.DataFrame)
-    frame.columns = header
-    frame.index = pd.RangeIndex(1, len(frame) + 1)  # data rows, for messages
+    frame.columns, frame.index = header, pd.RangeIndex(1, len(frame) + 1)  # data rows
     if len(frame) < 2:
         raise UserError(f"{path}: needs a header and at least 2 data rows, found {len(frame)}")
 
     numbers(frame[target], target, path)
     left_out: list[str] = []
     columns: list[str] = []
-    for name in header:
+    for name in (name for name in header if name != target):
         column = frame[name]
-        if name == target:
-            continue
         if name in categorical:
             columns.append(name)
         elif column.isna().all():
@@ -240,28 +193,27 @@ def read_table(
         )
 
     used = frame[[target, *columns]]
-    gaps = used.isna()
-    incomplete = np.asarray(gaps.any(axis=1), dtype=bool)
-    if incomplete.any() and missing == "error":
-        row = int(used.index[np.flatnonzero(incomplete)[0]])
-        name = str(gaps.columns[np.asarray(gaps.loc[row], dtype=bool)][0])
+    gaps = used.isna().to_numpy()
+    incomplete = gaps.any(axis=1)
+    dropped = int(incomplete.sum())
+    if dropped and missing == "error":
+        row = int(incomplete.argmax())
         raise UserError(
-            f"{path}: data row {row}: column {name!r} is missing ({int(incomplete.sum())} rows "
-            "have missing cells); --data.missing drop leaves such rows out"
+            f"{path}: data row {used.index[row]}: column {used.columns[gaps[row].argmax()]!r} is "
+            f"missing ({dropped} rows have missing cells); --data.missing drop leaves such rows out"
         )
-    kept = used.loc[~incomplete]
-    if len(kept) < 2:
+    if len(kept := used.loc[~incomplete]) < 2:
         raise UserError(
-            f"{path}: {len(kept)} data rows left after dropping {int(incomplete.sum())} with "
-            "missing cells; at least 2 are needed"
+            f"{path}: {len(kept)} data rows left after dropping {dropped} with missing cells; "
+            "at least 2 are needed"
         )
     summary = (
-        f"{path}: read {len(frame)} rows, dropped {int(incomplete.sum())} with missing cells; "
+        f"{path}: read {len(frame)} rows, dropped {dropped} with missing cells; "
         f"target {target!r}; features {columns}"
         + (f" ({', '.join(categorical)} one-hot)" if categorical else "")
         + f"; left out: {', '.join(left_out) or 'none'}"
     )
-    return Table(kept, target, columns, [c for c in columns if c in categorical], summary)
+    return kept, columns, summary
 
 
 def fit_encoding(
@@ -271,10 +223,9 @@ def fit_encoding(
     past ``max_levels`` levels (the rarer encode as all zeros, like a level new to predict)."""
     categories: dict[str, list[str]] = {}
     capped: list[str] = []
-    for name in categorical:
-        counts = frame[name].value_counts()
+    for name in (name for name in columns if name in categorical):
         # The most frequent first, ties by name, so the order does not depend on the rows'.
-        ranked = sorted(counts.items(), key=lambda item: (-item[1], str(item[0])))
+        ranked = sorted(frame[name].value_counts().items(), key=lambda n: (-n[1], str(n[0])))
         categories[name] = [str(level) for level, _ in ranked[:max_levels]]
         if len(ranked) > max_levels:
             rare = int(sum(count for _, count in ranked[max_levels:]))
@@ -294,5 +245,5 @@ def _numeric(column: pd.Series) -> bool:
 def _first_text_cell(column: pd.Series) -> tuple[int, str]:
     parsed = pd.Series(pd.to_numeric(column, errors="coerce"))
     text = np.flatnonzero(column.notna().to_numpy() & parsed.isna().to_numpy())
-    position = int(text[0]) if len(text) else 0
+    position = int(text[0]) if len(text) else 0  # True/False cells: to_numeric takes them
     return int(column.index[position]), str(column.iloc[position])
