@@ -22,7 +22,7 @@ from ..core.shapes import Float, Tensor
 from ..run.errors import UserError
 from .module import RegressionModule
 from .predict import PredictChunks
-from .table import Encoding, Missing, TableOptions, fit_encoding, read_table
+from .table import Encoding, Missing, TableOptions, fit_encoding, read_header, read_table
 
 
 def _positions(count: int) -> torch.dtype:
@@ -118,8 +118,7 @@ class RegressionData(L.LightningDataModule):
         self.options = TableOptions(sep=sep, thousands=thousands, decimal=decimal)
         self.predict_csv = None if predict_csv is None else Path(predict_csv)
         if self.predict_csv is not None:
-            if not self.predict_csv.is_file():
-                raise UserError(f"--data.predict_csv {self.predict_csv}: no such file")
+            read_header(self.predict_csv, self.options, "--data.predict_csv")  # before the model
             return  # predict encodes rows as the checkpoint says: nothing to read or fit here
 
         if csv_path is None or target is None:
@@ -144,8 +143,7 @@ class RegressionData(L.LightningDataModule):
         self.feature_mean, self.feature_std = (s.tolist() for s in _column_stats(x, train_rows))
         self.target_mean, self.target_std = map(float, _column_stats(y, train_rows))
         # Raw features: the model standardises them itself, so predict can feed raw rows.
-        self.train_set = SplitRows(x, y, train_rows)
-        self.val_set = SplitRows(x, y, val_rows)
+        self.train_set, self.val_set = SplitRows(x, y, train_rows), SplitRows(x, y, val_rows)
 
     def _split(self, rows: int, val_fraction: float, source: str) -> tuple[Tensor, Tensor]:
         num_val = max(1, round(val_fraction * rows))

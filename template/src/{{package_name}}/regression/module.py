@@ -71,8 +71,7 @@ class RegressionModule(L.LightningModule):
 
         self.net = ScalarMLP(num_features, hidden_sizes, activation)
         self._compiled_net = compiled(self.net, backend=compile_backend) if compile else None
-        self._val_predictions = Column()
-        self._val_targets = Column()
+        self._val_predictions, self._val_targets = Column(), Column()
         # The epoch's summed training loss, one scalar: a list of a scalar per step grows
         # the process by kilobytes a step on a large table.
         self._train_loss_sum: Tensor | float = 0.0
@@ -104,8 +103,7 @@ class RegressionModule(L.LightningModule):
         self._val_targets.append(y)
 
     def on_validation_epoch_end(self) -> None:
-        prediction = self._val_predictions.take()
-        target = self._val_targets.take()
+        prediction, target = self._val_predictions.take(), self._val_targets.take()
         if self.trainer.world_size > 1:
             prediction, target = self._gather(prediction), self._gather(target)
         # Equal on every process by now; sync_dist only tells Lightning so.
@@ -145,9 +143,7 @@ class RegressionModule(L.LightningModule):
                 "the cosine schedule needs a length: set --trainer.max_epochs or "
                 "--trainer.max_steps"
             )
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
-            optimizer, T_max=max(1, int(total_steps))
-        )
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, max(1, int(total_steps)))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
@@ -174,6 +170,5 @@ class Column:
         """Every value appended, in order; the column starts empty again."""
         if not self._length:
             raise RuntimeError("take() before any append(): the split had no batches")
-        values = self._values[: self._length]
-        self._values, self._length = torch.empty(0), 0
+        values, self._values, self._length = self._values[: self._length], torch.empty(0), 0
         return values

@@ -1,9 +1,6 @@
 """Predict a new CSV from a checkpoint, ``CHUNK_ROWS`` rows at a time, so that the file's
-size is bounded by the disk, not the memory.
-
-Each chunk is encoded as the checkpoint's model was trained, and :class:`PredictionWriter`
-appends it to ``predictions.csv`` in the run's log folder: every input row and column, and
-``prediction`` in the target's units, empty for a row with a missing feature cell.
+size is bounded by the disk, not the memory: each chunk is encoded as the checkpoint's model
+was trained, and :class:`PredictionWriter` appends it to ``predictions.csv``.
 """
 
 import sys
@@ -87,7 +84,6 @@ class PredictionWriter(Callback):
             index=False,
             sep=options.sep,
             decimal=options.decimal,
-            na_rep="",
         )
         self.rows += len(complete)
         self.incomplete += int((~complete).sum())
@@ -96,16 +92,13 @@ class PredictionWriter(Callback):
     def on_predict_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.is_global_zero:
             return
-        if self.incomplete:
-            print(
-                f"warning: {self.incomplete} of {self.rows} rows have a missing feature cell; "
-                "their prediction is empty",
-                file=sys.stderr,
-            )
-        if self.unseen:
-            print(
-                f"warning: {self.unseen} of {self.rows} rows have a category level the "
-                "training split did not have; it is encoded as all zeros",
-                file=sys.stderr,
-            )
+        for count, what in (
+            (self.incomplete, "a missing feature cell; their prediction is empty"),
+            (
+                self.unseen,
+                "a category level the training split did not have; it is encoded as all zeros",
+            ),
+        ):
+            if count:
+                print(f"warning: {count} of {self.rows} rows have {what}", file=sys.stderr)
         print(f"predictions of {self.rows} rows: {self.path}", flush=True)

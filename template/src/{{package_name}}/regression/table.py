@@ -94,9 +94,7 @@ class Encoding:
             else:
                 features[:, start] = np.nan_to_num(numbers(frame[name], name, path), nan=0.0)
                 start += 1
-        complete = np.array(
-            frame[self.columns].notna().all(axis=1), dtype=bool
-        )  # a copy: torch.from_numpy wants it writable
+        complete = np.array(frame[self.columns].notna().all(axis=1), dtype=bool)  # a writable copy
         return features, complete, int(unseen.sum())
 
 
@@ -225,7 +223,8 @@ def fit_encoding(
     capped: list[str] = []
     for name in (name for name in columns if name in categorical):
         # The most frequent first, ties by name, so the order does not depend on the rows'.
-        ranked = sorted(frame[name].value_counts().items(), key=lambda n: (-n[1], str(n[0])))
+        counts = frame[name].value_counts()
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], str(item[0])))
         categories[name] = [str(level) for level, _ in ranked[:max_levels]]
         if len(ranked) > max_levels:
             rare = int(sum(count for _, count in ranked[max_levels:]))
@@ -237,13 +236,12 @@ def fit_encoding(
 
 
 def _numeric(column: pd.Series) -> bool:
-    """Whether pandas read ``column`` as numbers; it reads True/False cells as booleans,
-    which are text here."""
+    """Whether pandas read ``column`` as numbers, not booleans (True/False cells are text)."""
     return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
 
 
 def _first_text_cell(column: pd.Series) -> tuple[int, str]:
     parsed = pd.Series(pd.to_numeric(column, errors="coerce"))
     text = np.flatnonzero(column.notna().to_numpy() & parsed.isna().to_numpy())
-    position = int(text[0]) if len(text) else 0  # True/False cells: to_numeric takes them
+    position = int(text[0]) if len(text) else 0  # booleans pass to_numeric: the first cell
     return int(column.index[position]), str(column.iloc[position])
