@@ -44,8 +44,11 @@ class RegressionModule(L.LightningModule):
         """The data's width, statistics, columns and levels are linked from the data module.
 
         Args:
+            hidden_sizes: Width of each hidden layer.
+            activation: Non-linearity between layers.
             learning_rate: Peak AdamW learning rate, cosine-annealed to zero over the run's
                 optimizer steps.
+            weight_decay: AdamW weight decay.
             feature_mean: Training-split mean of each input column (none: 0).
             feature_std: Its standard deviation (none: 1).
             compile: Run the network through ``torch.compile``; its shapes stay checked at
