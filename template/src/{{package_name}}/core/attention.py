@@ -4,8 +4,6 @@ Heads are split by ``rearrange``: a ``view`` without the transpose, or ``(dim he
 the projection wrote ``(head dim)``, mixes the heads' features and still trains. The weights
 are laid out as ``nn.MultiheadAttention``'s (one input projection for query, key and value,
 in that order, then an output projection), so its trained weights copy on one to one.
-
-Copy-paste: this file imports only third-party packages, ``shapes`` and ``masks``.
 """
 
 import torch.nn.functional as F
@@ -29,14 +27,10 @@ def attend(
 
 
 class SelfAttention(nn.Module):
+    """``width`` features in and out, split into ``heads`` heads; ``causal`` lets each step
+    attend only itself and the steps before it; ``dropout`` drops attention weights in training."""
+
     def __init__(self, width: int, heads: int, causal: bool = False, dropout: float = 0.0) -> None:
-        """
-        Args:
-            width: Features of each step, in and out; a multiple of ``heads``.
-            heads: Attention heads, each over ``width // heads`` features.
-            causal: Let each step attend only itself and the steps before it.
-            dropout: Dropout on the attention weights while training.
-        """
         super().__init__()
         if width % heads:
             raise ValueError(f"width {width} does not split into {heads} heads")

@@ -4,9 +4,8 @@ the first elementwise operation that stretches *every* operand, such as ``(N, 1)
 calls ``f(stretch)`` instead and lets the program go on. One-sided broadcasting (a bias, a
 scalar, a column, an attention mask) passes; ``einsum``, ``matmul`` and ``torch.outer`` are
 never checked, and neither is an einx expression (``einx.add("b i, b j -> b i j", x, y)``):
-each names every axis of its result, as an outer product should.
-
-Copy-paste: this file imports only torch and the standard library.
+each names every axis of its result, as an outer product should. This file imports only
+torch and the standard library, so that it can be copied into any PyTorch code.
 
 Index grids and masks are the exception. A *constant* holds values the program states
 rather than reads: ``ones``, ``zeros``, ``full``, and a float tensor of Python numbers
@@ -41,6 +40,7 @@ never a batch's data: ``mark_buffer`` counts integer and boolean ones as grids, 
 constants, and ``BroadcastGuardCallback`` applies it to its module's each time it arms.
 """
 
+import functools
 import importlib.util
 import linecache
 import os
@@ -65,58 +65,47 @@ __all__ = [
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _EINX = importlib.util.find_spec("einx")  # found, not imported
 _EINX_DIR = os.path.join(os.path.dirname(_EINX.origin), "") if _EINX and _EINX.origin else None
-_HINT = (
-    "Make the shapes agree with einops.rearrange; for an intended outer product use "
-    "einsum, torch.outer or an explicit expand."
-)
 _ALIASES = {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "truediv": "div"}
-_ALIASES |= {"lshift": "__lshift__", "rshift": "__rshift__"}
-_ALIASES |= {"floordiv": "floor_divide", "mod": "remainder"}
-_ALIASES |= {"subtract": "sub", "multiply": "mul", "divide": "div"}  # no pointwise tag
+_ALIASES |= {"lshift": "__lshift__", "rshift": "__rshift__", "floordiv": "floor_divide"}
+_ALIASES |= {"mod": "remainder", "subtract": "sub", "multiply": "mul", "divide": "div"}
 _ALSO_ELEMENTWISE = {"floor_divide", "broadcast_tensors"}
-"""Broadcasting aten ops that lack the ``pointwise`` tag. ``broadcast_tensors`` is what
-``torch.distributions`` calls on its parameters, so ``Normal(loc (N, 1), scale (N,))`` fails."""
-_STRETCHED_BY_DESIGN = {("categorical.py", "log_prob")}
-"""torch functions that stretch both operands on purpose: ``Categorical.log_prob`` pairs
-indices ``(*sample, *batch, 1)`` with the class axis of logits ``(*batch, class)``."""
-_LOSSES = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy"}
-_LOSSES |= {"binary_cross_entropy_with_logits", "gaussian_nll_loss", "poisson_nll_loss"}
-_LOSSES |= {"kl_div", "soft_margin_loss", "hinge_embedding_loss"}
-_LOSS_OPERANDS: dict[str, tuple[str, ...]] = dict.fromkeys(_LOSSES, ("input", "target"))
+"""Broadcasting aten ops without the ``pointwise`` tag. ``torch.distributions`` calls
+``broadcast_tensors`` on its parameters, so ``Normal(loc (N, 1), scale (N,))`` fails."""
+_LOSSES = "mse_loss l1_loss smooth_l1_loss huber_loss kl_div soft_margin_loss hinge_embedding_loss"
+_LOSSES += " binary_cross_entropy binary_cross_entropy_with_logits gaussian_nll_loss"
+_LOSSES += " poisson_nll_loss"
+_LOSS_OPERANDS: dict[str, tuple[str, ...]] = dict.fromkeys(_LOSSES.split(), ("input", "target"))
 _LOSS_OPERANDS["margin_ranking_loss"] = ("input1", "input2", "target")
 """``torch.nn.functional`` losses that broadcast internally, with the arguments that must
 agree: their inner ops run with the guard popped. Weights and variances may broadcast
 one-sidedly."""
 
-_Operands = tuple[str, ...] | bool
-"""What to check in a call: False nothing, True every tensor argument, or the named ones."""
-
 # What a call does to the provenance of tensors (see the module docstring).
-_DERIVES, _MAKES_GRID, _MAKES_CONSTANT, _TRIANGLE, _WRITES, _MAKES_DATA, _COMPARES = range(7)
-_LITERAL = 7
+_DERIVES, _MAKES_GRID, _MAKES_CONSTANT, _MAKES_DATA, _LITERAL = range(5)
+_TRIANGLE, _SHAPE_ONLY, _WRITES, _COMPARES = range(5, 9)
 _FACTORIES = (_MAKES_GRID, _MAKES_CONSTANT, _LITERAL)
-_LITERALS = {"tensor", "as_tensor", "scalar_tensor"}
-_INDEX_GRIDS = {"arange", "range", "linspace", "logspace", "eye", "tril_indices", "triu_indices"}
-_CONSTANTS = {"ones", "zeros", "full", "ones_like", "zeros_like", "full_like"}
-_CONSTANTS |= {f"new_{name}" for name in ("ones", "zeros", "full")}
-_DATA_MAKERS = {"normal", "uniform", "bernoulli", "random", "exponential", "geometric"}
-_DATA_MAKERS |= {"cauchy", "log_normal", "poisson", "multinomial", "dropout", "randperm"}
-_DATA_MAKERS |= {"rand_like", "randn_like", "randint_like", "empty_like", "new_empty"}
-_DATA_MAKERS |= {"new_tensor"}
+_ROLES = {
+    _MAKES_GRID: "arange range linspace logspace eye tril_indices triu_indices",
+    _MAKES_CONSTANT: "ones zeros full ones_like zeros_like full_like new_ones new_zeros new_full",
+    _MAKES_DATA: "normal uniform bernoulli random exponential geometric cauchy log_normal poisson"
+    " multinomial dropout randperm rand_like randn_like randint_like empty_like new_empty"
+    " new_tensor",
+    _LITERAL: "tensor as_tensor scalar_tensor",
+    _TRIANGLE: "tril triu",
+    _SHAPE_ONLY: "expand_as view_as reshape_as type_as to",
+}
+_ROLE_OF = {name: role for role, names in _ROLES.items() for name in names.split()}
+_IN_PLACE = "add sub mul truediv floordiv mod pow and or xor lshift rshift"
+_WRITERS = {"__setitem__", "__set__", *(f"__i{operator}__" for operator in _IN_PLACE.split())}
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less"}
 _COMPARISONS |= {"less_equal", "not_equal"}
 _MASK_LOGIC = {"bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or"}
 _MASK_LOGIC |= {"logical_xor"}
-_IN_PLACE_OPERATORS = {f"i{op}" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod")}
-_IN_PLACE_OPERATORS |= {f"i{op}" for op in ("pow", "and", "or", "xor", "lshift", "rshift")}
-_SHAPE_ONLY = {"expand_as", "view_as", "reshape_as", "type_as", "to"}
-
-_CLASSIFIED: dict[Callable[..., Any], tuple[_Operands, int]] = {}
-"""The ``_Operands`` and provenance role of each function seen so far."""
 
 _CONSTANT, _GRID, _MASK, _DATA = 0, 1, 2, 3
 """Provenance, ordered: a result is the most data-like of its inputs, except that comparing
 a grid with data makes a mask."""
+_MADE = {_MAKES_GRID: _GRID, _MAKES_CONSTANT: _CONSTANT, _MAKES_DATA: _DATA}
 _TRACKED: dict[int, tuple[weakref.ref[torch.Tensor], int]] = {}
 """``id`` -> (weak reference, ``_CONSTANT``, ``_GRID`` or ``_MASK``); the rest is data."""
 
@@ -136,9 +125,8 @@ def _aten_name(name: str) -> str:
     return _ALIASES.get(core, core)
 
 
-def _is_elementwise(func: Callable[..., Any]) -> bool:
-    """Whether ``func`` broadcasts its tensor arguments against each other, by aten's tags."""
-    name = _aten_name(getattr(func, "__name__", ""))
+def _is_elementwise(name: str) -> bool:
+    """Whether the aten op ``name`` broadcasts its tensor arguments, by aten's tags."""
     if name in _ALSO_ELEMENTWISE:
         return True
     if not name or (name.startswith("_") and not name.startswith("__")):
@@ -150,31 +138,17 @@ def _is_elementwise(func: Callable[..., Any]) -> bool:
         return False
 
 
-def _classify(func: Callable[..., Any]) -> tuple[_Operands, int]:
+@functools.cache  # every call in a guarded block asks: a call on data costs one lookup here
+def _classify(func: Callable[..., Any]) -> tuple[tuple[str, ...] | bool, int]:
+    """What to check in a call of ``func`` (False nothing, True every tensor argument, or the
+    named ones), and what the call does to provenance."""
     name = getattr(func, "__name__", "")
     if getattr(func, "__module__", None) == "torch.nn.functional" and name in _LOSS_OPERANDS:
         return _LOSS_OPERANDS[name], _DERIVES
-    return _is_elementwise(func), _role(name)
-
-
-def _role(name: str) -> int:
-    """What a function named ``name`` does to provenance: makes a grid, a constant or data,
-    triangles a constant (``tril``), writes into its first argument, compares, or derives."""
     core = _aten_name(name)
-    if core in _INDEX_GRIDS:
-        return _MAKES_GRID
-    if core in _CONSTANTS:
-        return _MAKES_CONSTANT
-    if name in _LITERALS:
-        return _LITERAL
-    if core in ("tril", "triu"):
-        return _TRIANGLE
-    if core in _DATA_MAKERS:
-        return _MAKES_DATA
-    in_place = name.endswith("_") and not name.endswith("__")
-    if in_place or name in ("__setitem__", "__set__") or name[2:-2] in _IN_PLACE_OPERATORS:
-        return _WRITES
-    return _COMPARES if core in _COMPARISONS else _DERIVES
+    writes = name.endswith("_") and not name.endswith("__") or name in _WRITERS
+    role = _WRITES if writes else _COMPARES if core in _COMPARISONS else _DERIVES
+    return _is_elementwise(core), _ROLE_OF.get(core, role)
 
 
 def _kind(value: object) -> int:
@@ -201,23 +175,20 @@ def mark_grid(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def mark_constant(tensor: torch.Tensor) -> torch.Tensor:
-    """Count ``tensor``, made before any guard started, as a constant (a table of fixed
-    values, a module's float buffer), and return it."""
+    """Count ``tensor``, made before any guard started, as a constant, and return it."""
     _remember(tensor, _CONSTANT)
     return tensor
 
 
 def mark_buffer(tensor: torch.Tensor) -> torch.Tensor:
-    """Count a module's buffer as its own, never a batch's data: a float or complex one is a
-    constant, any other a grid. Return it."""
+    """Count a module's buffer as a constant if float or complex, else as a grid; return it."""
     if tensor.is_floating_point() or tensor.is_complex():
         return mark_constant(tensor)
     return mark_grid(tensor)
 
 
 def _numbers(value: object) -> bool:
-    """Whether ``value`` is Python numbers only, nested in lists and tuples: values the
-    program states, not values it read (a NumPy array or a tensor is neither)."""
+    """Whether ``value`` is Python numbers only, nested in lists and tuples (not NumPy)."""
     if isinstance(value, tuple | list):
         return all(map(_numbers, value))
     return type(value) in (int, float)  # not a NumPy scalar, which subclasses float
@@ -238,20 +209,7 @@ def _first(value: object) -> object:
     return value[0] if isinstance(value, tuple | list) and value else value
 
 
-def _tensors_in(values: Sequence[Any]) -> list[Any]:
-    """Tensors among ``values`` and one level inside lists and tuples (an index, a cat)."""
-    found = []
-    for value in values:
-        if isinstance(value, tuple | list):
-            found += [item for item in value if isinstance(item, torch.Tensor)]
-        elif isinstance(value, torch.Tensor):
-            found.append(value)
-    return found
-
-
-def _track(
-    role: int, name: str, args: Sequence[Any], kwargs: Mapping[str, Any], result: Any
-) -> None:
+def _track(role: int, args: Sequence[Any], kwargs: Mapping[str, Any], result: Any) -> None:
     """Update provenance after a call. Runs only for factories, for comparisons while
     anything is tracked, and for calls whose first argument is tracked (an entry leaves
     ``_TRACKED`` when its tensor dies), so data-only code pays one lookup."""
@@ -259,54 +217,78 @@ def _track(
         stated = args[0] if args else kwargs.get("data")
         if isinstance(result, torch.Tensor) and result.is_floating_point() and _numbers(stated):
             _remember(result, _CONSTANT)
-    elif role in _FACTORIES:
-        _remember(result, _GRID if role == _MAKES_GRID else _CONSTANT)
+    elif role in _MADE:
+        _remember(result, _MADE[role])  # data: out of place the result is new, untracked already
     elif role == _TRIANGLE:
         _remember(result, max(_GRID, _kind(args[0])))
-    elif role == _MAKES_DATA:
-        _remember(result, _DATA)  # out of place the result is new, and untracked already
-    elif name in _SHAPE_ONLY:
+    elif role == _SHAPE_ONLY:
         _remember(result, _kind(args[0]))  # the other argument gives a shape, dtype or device
     else:
-        sources = args[1:] if role == _WRITES else args
-        inputs = _tensors_in([*sources, *(v for k, v in kwargs.items() if k != "out")])
-        kinds = list(map(_kind, inputs))
-        kind = max(kinds, default=_CONSTANT if role == _WRITES else _DATA)
+        writes = role == _WRITES
+        target = args[0] if writes else result
+        values = [*(args[1:] if writes else args), *(v for k, v in kwargs.items() if k != "out")]
+        items = (item for v in values for item in (v if isinstance(v, tuple | list) else [v]))
+        kinds = [_kind(item) for item in items if isinstance(item, torch.Tensor)]
+        kind = max(kinds + [_kind(target)] if writes else kinds, default=_DATA)
         if role == _COMPARES and kind == _DATA and _GRID in kinds:
             kind = _MASK  # a padding mask: arange(T)[None, :] < lengths[:, None]
-        target = args[0] if role == _WRITES else result
-        kind = max(kind, _kind(target)) if role == _WRITES else kind
         if kind != _DATA:
             _remember(target, kind)
-        elif role == _WRITES:
-            _forget_buffer(target)
+        elif writes:  # data written in makes the target data; written through a view, also
+            # its buffer and the buffer's other views (``buf[t].copy_(x)``). Views taken before
+            # a write into the buffer itself keep their kind: constants excuse nothing.
+            for tensor in _tensor_items(target):
+                _TRACKED.pop(id(tensor), None)
+                base = tensor._base
+                for key, (ref, _) in [] if base is None else list(_TRACKED.items()):
+                    other = ref()
+                    if other is None or other is base or other._base is base:
+                        _TRACKED.pop(key, None)
 
 
-def _forget_buffer(written: object) -> None:
-    """Data written into a grid or a constant makes it data; written through a view, it
-    makes the whole buffer and its other views data (``buf[t].copy_(x)``). Views taken
-    before a write into the buffer itself keep their kind: constants excuse nothing."""
-    for tensor in _tensor_items(written):
-        _TRACKED.pop(id(tensor), None)
-        base = tensor._base
-        if base is None:
-            continue
-        for key, (ref, _) in list(_TRACKED.items()):
-            other = ref()
-            if other is None or other is base or other._base is base:
-                _TRACKED.pop(key, None)
+def _user_frame(shapes: list[tuple[int, ...]]) -> FrameType | None:
+    """The innermost frame outside torch and this file, or ``None`` for a stretch made on
+    purpose: by code that einx generated for an expression (a ``<string>`` file called from
+    einx), or by ``Categorical.log_prob``, which pairs indices ``(*sample, *batch, 1)`` with
+    logits ``(*batch, class)``. Indices that do not end in the batch shape, such as a
+    ``(N, 1)`` column of actions against ``(N, class)`` logits, are the critic bug again."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and (
+        frame.f_code.co_filename.startswith(_TORCH_DIR) or frame.f_code.co_filename == __file__
+    ):
+        code = frame.f_code
+        if (os.path.basename(code.co_filename), code.co_name) == ("categorical.py", "log_prob"):
+            indices, batch = shapes[0], shapes[-1][:-1]
+            if len(shapes) == 2 and indices[-1:] == (1,) and indices[-1 - len(batch) : -1] == batch:
+                return None
+        frame = frame.f_back
+    if _EINX_DIR is not None and frame.f_code.co_filename.startswith("<"):
+        caller = frame.f_back
+        while caller is not None and not caller.f_code.co_filename.startswith(_EINX_DIR):
+            caller = caller.f_back
+        if caller is not None:
+            return None
+    return frame
 
 
-def _broadcast_operands(
-    operands: _Operands, args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> list[Any]:
-    """The tensors that broadcast against each other; 0-d tensors can never be stretched."""
-    if operands is True:
-        values = [*args, *(value for key, value in kwargs.items() if key != "out")]
-    else:
-        names = operands or ()
-        values = [*args[: len(names)], *(kwargs[key] for key in names if key in kwargs)]
-    return [value for value in values if isinstance(value, torch.Tensor) and value.ndim > 0]
+def _builds_grid_or_mask(func: Callable[..., Any], tensors: list[torch.Tensor]) -> bool:
+    """Whether a stretch passes by the module docstring's rule."""
+    name = _aten_name(getattr(func, "__name__", ""))
+    kinds = [_kind(tensor) for tensor in tensors]
+    if _GRID in kinds and (max(kinds) == _GRID or name in _COMPARISONS):
+        return True
+    if _GRID in kinds and not any(t.is_floating_point() or t.is_complex() for t in tensors):
+        return True
+    if name not in _MASK_LOGIC or any(tensor.dtype != torch.bool for tensor in tensors):
+        return False
+    first = tensors[0]
+    base = first if first._base is None else first._base
+    return all(kind in (_GRID, _MASK) for kind in kinds) or all(
+        (tensor if tensor._base is None else tensor._base) is base
+        and tensor.storage_offset() == first.storage_offset()
+        and tensor.numel() == first.numel()
+        for tensor in tensors
+    )
 
 
 def _op_name(func: Callable[..., Any]) -> str:
@@ -320,67 +302,6 @@ def _op_name(func: Callable[..., Any]) -> str:
     module = getattr(func, "__module__", None) or ""
     module = {"torch.functional": "torch"}.get(module, module)
     return f"{module}.{qualname}" if module else qualname
-
-
-def _user_frame() -> tuple[FrameType, bool]:
-    """The innermost frame outside torch and this file, and whether a torch frame on the
-    way is in ``_STRETCHED_BY_DESIGN``."""
-    frame, by_design = sys._getframe(1), False
-    while frame.f_back is not None and (
-        frame.f_code.co_filename.startswith(_TORCH_DIR) or frame.f_code.co_filename == __file__
-    ):
-        code = frame.f_code
-        by_design |= (os.path.basename(code.co_filename), code.co_name) in _STRETCHED_BY_DESIGN
-        frame = frame.f_back
-    return frame, by_design
-
-
-def _in_einx_expression(frame: FrameType) -> bool:
-    """Whether ``frame`` is code that einx generated for an expression (a ``<string>`` file)
-    and called from its own package."""
-    if _EINX_DIR is None or not frame.f_code.co_filename.startswith("<"):
-        return False
-    caller = frame.f_back
-    while caller is not None and not caller.f_code.co_filename.startswith(_EINX_DIR):
-        caller = caller.f_back
-    return caller is not None
-
-
-def _sampled_indices(shapes: list[tuple[int, ...]]) -> bool:
-    """``Categorical.log_prob``'s intended stretch: indices ``(*sample, *batch, 1)`` against
-    logits ``(*batch, class)``. Indices that do not end in the batch shape, such as a
-    ``(N, 1)`` column of actions against ``(N, class)`` logits, are the critic bug again."""
-    if len(shapes) != 2:
-        return False
-    indices, logits = shapes
-    batch = logits[:-1]
-    return indices[-1:] == (1,) and indices[:-1][len(indices) - 1 - len(batch) :] == batch
-
-
-def _builds_grid_or_mask(func: Callable[..., Any], tensors: list[torch.Tensor]) -> bool:
-    """Whether a stretch passes by the module docstring's rule."""
-    name = _aten_name(getattr(func, "__name__", ""))
-    kinds = [_kind(tensor) for tensor in tensors]
-    if _GRID in kinds and (max(kinds) == _GRID or name in _COMPARISONS):
-        return True
-    if _GRID in kinds and not any(t.is_floating_point() or t.is_complex() for t in tensors):
-        return True
-    if name not in _MASK_LOGIC or any(tensor.dtype != torch.bool for tensor in tensors):
-        return False
-    return all(kind in (_GRID, _MASK) for kind in kinds) or _views_of_one(tensors)
-
-
-def _views_of_one(tensors: list[torch.Tensor]) -> bool:
-    """Whether the tensors are the same elements of one tensor, viewed with other axes, as
-    in ``m[:, :, None] & m[:, None, :]``; two slices of one buffer are not."""
-    first = tensors[0]
-    base = first if first._base is None else first._base
-    return all(
-        (tensor if tensor._base is None else tensor._base) is base
-        and tensor.storage_offset() == first.storage_offset()
-        and tensor.numel() == first.numel()
-        for tensor in tensors
-    )
 
 
 class Stretch(NamedTuple):
@@ -399,28 +320,33 @@ class Stretch(NamedTuple):
         listed = ", ".join(str(shape) for shape in self.shapes[:-1]) + f" and {self.shapes[-1]}"
         return (
             f"{self.op} stretched every operand: {listed} -> {self.result}\n"
-            f"  at {self.file}:{self.line}: {self.source}\n  {_HINT}"
+            f"  at {self.file}:{self.line}: {self.source}\n  Make the shapes agree with "
+            "einops.rearrange; for an intended outer product use einsum, torch.outer or an "
+            "explicit expand."
         )
 
 
-def _stretch(func: Callable[..., Any], tensors: list[torch.Tensor]) -> Stretch | None:
+def _stretch(
+    func: Callable[..., Any], operands: tuple[str, ...] | bool, args: Sequence, kwargs: Mapping
+) -> Stretch | None:
     """The stretch this call makes, if any. Runs on every elementwise call, so the common
-    cases (equal shapes, one-sided broadcasting) return first."""
+    cases (equal shapes, one-sided broadcasting) return first. A 0-d tensor never stretches."""
+    if operands is True:
+        values = [*args, *(value for key, value in kwargs.items() if key != "out")]
+    else:
+        values = [*args[: len(operands)], *(kwargs[key] for key in operands if key in kwargs)]
+    tensors = [value for value in values if isinstance(value, torch.Tensor) and value.ndim > 0]
     shapes = [tuple(tensor.shape) for tensor in tensors]
-    if all(shape == shapes[0] for shape in shapes):
+    if len(shapes) < 2 or all(shape == shapes[0] for shape in shapes):
         return None
     rank = max(map(len, shapes))
     padded = [(1,) * (rank - len(shape)) + shape for shape in shapes]
     result = tuple(map(max, *padded))  # exact unless a size is 0, and empty tensors are harmless
     if result in padded:
         return None  # one operand already has the full shape; the others broadcast one-sidedly
-    pairs = (pair for shape in padded for pair in zip(shape, result, strict=True))
-    if any(size not in (1, full) for size, full in pairs):
+    if any(size not in (1, full) for s in padded for size, full in zip(s, result, strict=True)):
         return None  # not broadcastable at all: torch's own error is clearer
-    if _builds_grid_or_mask(func, tensors):
-        return None
-    frame, by_design = _user_frame()
-    if by_design and _sampled_indices(shapes) or _in_einx_expression(frame):
+    if _builds_grid_or_mask(func, tensors) or (frame := _user_frame(shapes)) is None:
         return None
     filename, line = frame.f_code.co_filename, frame.f_lineno
     source = linecache.getline(filename, line).strip()
@@ -429,41 +355,25 @@ def _stretch(func: Callable[..., Any], tensors: list[torch.Tensor]) -> Stretch |
 
 class BroadcastGuard(TorchFunctionMode):
     """Raises :class:`BroadcastError` naming the op, the shapes and your source line, or
-    with ``on_stretch`` passes it a :class:`Stretch` and runs the operation as torch would.
-
-    Every torch call in the block passes through here, so classification is cached per
-    function: a call on data that is not elementwise costs two dictionary lookups.
-    """
+    with ``on_stretch`` passes it a :class:`Stretch` and runs the operation as torch would."""
 
     def __init__(self, on_stretch: Callable[[Stretch], None] | None = None) -> None:
         super().__init__()
         self.on_stretch = on_stretch
 
     def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: Any,
-        args: Sequence[Any] = (),
-        kwargs: Mapping[str, Any] | None = None,
+        self, func: Callable, types: Any, args: Sequence = (), kwargs: Mapping | None = None
     ) -> Any:
         __tracebackhide__ = True  # pytest shows the failing test's line, not this frame
-        if kwargs is None:
-            kwargs = {}
-        classified = _CLASSIFIED.get(func)
-        if classified is None:
-            classified = _CLASSIFIED[func] = _classify(func)
-        operands, role = classified
-        if operands is not False:
-            tensors = _broadcast_operands(operands, args, kwargs)
-            if len(tensors) > 1:
-                stretch = _stretch(func, tensors)
-                if stretch is not None:
-                    if self.on_stretch is None:
-                        raise BroadcastError(stretch.message())
-                    self.on_stretch(stretch)
+        kwargs = kwargs or {}
+        operands, role = _classify(func)
+        if operands is not False and (stretch := _stretch(func, operands, args, kwargs)):
+            if self.on_stretch is None:
+                raise BroadcastError(stretch.message())
+            self.on_stretch(stretch)
         result = func(*args, **kwargs)
         if role in _FACTORIES or (
             _TRACKED and args and (role == _COMPARES or id(_first(args[0])) in _TRACKED)
         ):
-            _track(role, getattr(func, "__name__", ""), args, kwargs, result)
+            _track(role, args, kwargs, result)
         return result

@@ -3,8 +3,6 @@
 ``F.mse_loss`` given ``(N,)`` and ``(N, 1)`` warns, broadcasts to ``(N, N)`` and trains the
 model to predict ``mean(y)``. Here both arguments are ``Float[Tensor, " batch *rest"]``, so
 the same mistake raises at the call and names the argument and both shapes.
-
-Copy-paste: this file imports only third-party packages and ``shapes``.
 """
 
 import torch

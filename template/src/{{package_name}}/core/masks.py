@@ -11,8 +11,6 @@ cannot be the ``(batch, 1, key, 1)`` mask of a padding bug, which ``#query`` ("t
 
 A sequence with no real step gets zeros here, as a query with no key gets zeros from
 ``F.scaled_dot_product_attention`` (torch 2.5 and later); a hand-written softmax gives NaN.
-
-Copy-paste: this file imports only third-party packages and ``shapes``.
 """
 
 import torch

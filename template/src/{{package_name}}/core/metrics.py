@@ -1,7 +1,4 @@
-"""Typed regression metrics, computed over a whole split rather than averaged per batch.
-
-Copy-paste: this file imports only third-party packages and ``shapes``.
-"""
+"""Typed regression metrics, computed over a whole split rather than averaged per batch."""
 
 import torch
 

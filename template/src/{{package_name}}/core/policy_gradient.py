@@ -4,8 +4,6 @@ Log-probabilities of shape ``(N,)`` times advantages of shape ``(N, 1)`` broadca
 ``(N, N)``, and the mean becomes ``mean(log_prob) * mean(advantages)``: one credit for
 every action, and an agent that plateaus for no visible reason. Every function here types
 its per-sample arguments with the same ``batch`` axis, so that mistake raises at the call.
-
-Copy-paste: this file imports only third-party packages and ``shapes``.
 """
 
 import torch

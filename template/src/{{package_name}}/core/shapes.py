@@ -1,20 +1,12 @@
 """The one switch for runtime shape checking: every typed function and every ``forward`` is
 wrapped by :func:`typechecked`, so how annotations are enforced changes here and nowhere
-else. ``JAXTYPING_DISABLE=1`` in the environment turns the checks off.
-
-A verdict is remembered per *shape signature* (each tensor argument's type, shape and dtype,
-every other argument's type), so a training loop pays for the full jaxtyping and beartype
-check only when something new arrives (the last partial batch, batch size 1, a new sequence
-length). Annotations that read values rather than shapes (axis expressions, ``Literal``,
-``Annotated`` validators), or that this module cannot see into, are checked at every call.
-Inside ``torch.compile`` tracing the checks step aside; :func:`compiled` checks at the
-compiled module's boundary instead. ``docs/defences.md`` says more.
+else. A verdict is remembered per shape signature, so a training loop pays for the full
+jaxtyping and beartype check only when something new arrives; ``docs/defences.md`` ("How
+shape checks work") states what a signature holds and what is checked at every call.
 
 Shape strings name axes from one vocabulary (``batch``, ``time``, ``env``, ``feature``,
 ``action``, ``class``). A single-axis string starts with a space, ``Float[Tensor, " batch"]``,
 as jaxtyping's FAQ advises: ruff's F821 would read ``"batch"`` as a forward reference.
-
-Copy-paste: this file imports only third-party packages.
 """
 
 import functools
@@ -22,16 +14,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import (
-    Annotated,
-    Any,
-    ForwardRef,
-    Literal,
-    TypeVar,
-    get_args,
-    get_origin,
-    get_type_hints,
-)
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 import jaxtyping
 import torch
@@ -88,16 +71,6 @@ def _call_signature(args: tuple, kwargs: dict[str, Any]) -> object:
     return None if None in items else tuple(items)
 
 
-def _inner_hints(*hints: object) -> Iterator[object]:
-    """``hints`` and every hint nested in them."""
-    pending = list(hints)
-    while pending:
-        hint = pending.pop()
-        yield hint
-        if get_origin(hint) is not Literal:  # a Literal's values are not hints
-            pending.extend(get_args(hint))
-
-
 _PLAIN_DIMS = re.compile(r"[\w\s*#?.]*")
 """Axis strings whose check depends only on shapes; ``"{self.n}"`` or ``"batch+1"`` read
 values outside the tensors, which a shape signature does not capture."""
@@ -107,14 +80,17 @@ def _depends_only_on_signatures(function: Callable[..., Any]) -> bool:
     """Whether a verdict can be remembered: no axis expression, ``Literal`` or ``Annotated``
     value validator in the annotations (those see values, not shapes), and no hint that
     could hide one (a string, a ``TypeVar``, a ``type`` alias)."""
-    for hint in _inner_hints(*getattr(function, "__annotations__", {}).values()):
-        if isinstance(hint, str | ForwardRef | TypeVar) or get_origin(hint) in (Annotated, Literal):
+    pending = list(getattr(function, "__annotations__", {}).values())
+    while pending:
+        hint = pending.pop()
+        if isinstance(hint, str | TypeVar) or get_origin(hint) in (Annotated, Literal):
             return False
-        if type(hint).__name__ == "TypeAliasType":  # ``type X = ...`` (typing or typing_extensions)
+        if type(hint).__name__ in ("ForwardRef", "TypeAliasType"):  # also ``type X = ...``
             return False
         dims = getattr(hint, "dim_str", None)
         if isinstance(dims, str) and not _PLAIN_DIMS.fullmatch(dims):
             return False
+        pending.extend(get_args(hint))  # every nested hint (not a Literal's values: gone above)
     return True
 
 
@@ -129,7 +105,7 @@ class _ShapeCheck:
 
     def __call__(self, run: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
         """Call ``run`` (the function, or a compiled equivalent) with checks as promised."""
-        if _is_compiling() or _config.jaxtyping_disable:
+        if _is_compiling() or _config.jaxtyping_disable:  # jaxtyping cannot follow dynamo
             return run(*args, **kwargs)
         key = _call_signature(args, kwargs) if self.remembers else None
         returns = None if key is None else self.passed.get(key)
@@ -174,12 +150,9 @@ class _ShapeCheck:
 
 
 def typechecked(function: Function) -> Function:
-    """Check ``function``'s annotated arguments and return value.
-
-    One shape memo per call: an axis name such as ``batch`` must have the same size in
-    every argument and in the return value, so ``(N,)`` against ``(N, 1)`` fails here.
-    A class (a dataclass of tensors) gets jaxtyping's own check of its ``__init__``.
-    """
+    """Check ``function``'s annotated arguments and return value, with one shape memo per
+    call: ``batch`` must have one size in every argument and the result, so ``(N,)`` against
+    ``(N, 1)`` fails. A class (a dataclass of tensors) gets jaxtyping's check of ``__init__``."""
     if isinstance(function, type):
         return jaxtyped(typechecker=beartype)(function)  # type: ignore[return-value]
     check = _ShapeCheck(function)
@@ -195,13 +168,10 @@ def typechecked(function: Function) -> Function:
 
 
 def compiled(module: nn.Module, **compile_options: Any) -> Callable[..., Any]:
-    """``torch.compile(module)``, with ``module.forward``'s annotations checked at the boundary.
-
-    Inside the compiled graph the checks step aside (no graph breaks); here each new shape
-    signature first runs eagerly under the full check, then later calls with that signature
-    run compiled. The result shares ``module``'s parameters; keep ``module`` as the
-    registered submodule so checkpoints keep their names.
-    """
+    """``torch.compile(module)``, with ``module.forward``'s annotations checked at the boundary:
+    each new shape signature runs once eagerly under the full check, then compiled. The result
+    shares ``module``'s parameters; keep ``module`` as the registered submodule so checkpoints
+    keep their names."""
     optimized = torch.compile(module, **compile_options)
     check = getattr(type(module).forward, "shape_check", None)
     if check is None:

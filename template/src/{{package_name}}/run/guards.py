@@ -28,57 +28,33 @@ class BroadcastGuardCallback(Callback):
     The guard is on from ``on_train_epoch_start`` until the ``steps``-th
     ``on_train_batch_end``, so it also sees each batch being fetched (PPO collects its
     rollout there) and any validation in between; backward runs in C++, unseen. Each time
-    it arms it marks the module's buffers, made before any guard, as ``core/broadcast.py``
-    states.
+    it arms it applies ``mark_buffer`` to the module's buffers, made before any guard.
     """
 
     def __init__(self, steps: int = 50) -> None:
-        """
-        Args:
-            steps: Training batches to guard from the start of ``fit``.
-        """
         self.steps = steps
         self.guarded = 0
         self._guard: BroadcastGuard | None = None
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._arm(pl_module)
-
-    def on_train_batch_end(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-    ) -> None:
-        if self._guard is not None:
-            self.guarded += 1
-        if self.guarded >= self.steps:
-            self._release()
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._release()
-
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._release()
-
-    def on_exception(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
-    ) -> None:
-        self._release()
-
-    def _arm(self, pl_module: L.LightningModule) -> None:
         if self.guarded < self.steps and self._guard is None:
             for buffer in pl_module.buffers():
                 mark_buffer(buffer)
             self._guard = BroadcastGuard()
             self._guard.__enter__()
 
-    def _release(self) -> None:
+    def on_train_batch_end(self, *_: Any) -> None:
+        if self._guard is not None:
+            self.guarded += 1
+        if self.guarded >= self.steps:
+            self._release()
+
+    def _release(self, *_: Any) -> None:
         if self._guard is not None:
             guard, self._guard = self._guard, None
             guard.__exit__(None, None, None)
+
+    on_train_epoch_end = on_train_end = on_exception = _release
 
 
 class NonFiniteError(RuntimeError):
@@ -99,8 +75,7 @@ class NonFiniteLocator(Callback):
     """
 
     def __init__(self) -> None:
-        self._batch: Any = None
-        self._batch_idx = 0
+        self._batch, self._batch_idx = None, 0
         self._losses: list[tuple[int, Any, Tensor]] = []
         """(batch_idx, batch, loss) of each backward since the last optimizer step."""
         self._folder = Path()
@@ -175,13 +150,11 @@ class NonFiniteLocator(Callback):
             culprit = "non-finite loss"
         elif not culprit:
             culprit = f"non-finite gradient in {_short_list(bad_grads, limit=1)}"
-
-        folder = self._folder
-        folder.mkdir(parents=True, exist_ok=True)
+        self._folder.mkdir(parents=True, exist_ok=True)
         rank = f"_rank{trainer.global_rank}" if trainer.world_size > 1 else ""
-        batch_path = folder / f"nonfinite_batch{rank}.pt"
+        batch_path = self._folder / f"nonfinite_batch{rank}.pt"
         report = "\n".join([*lines, f"{culprit} in {where}; batch saved to {batch_path}"])
-        (folder / f"nonfinite_report{rank}.txt").write_text(report + "\n")
+        (self._folder / f"nonfinite_report{rank}.txt").write_text(report + "\n")
         saved = {"batch": move_data_to_device(batch, "cpu"), "batch_idx": batch_idx}
         saved |= {"epoch": trainer.current_epoch, "global_step": trainer.global_step}
         torch.save(saved | {"report": report}, batch_path)
@@ -228,8 +201,7 @@ def _replay_forward(
         with torch.no_grad():
             result = pl_module.training_step(batch, batch_idx)
     except _FirstNonFinite as found:
-        lines, culprit = found.args
-        return lines, culprit
+        return found.args
     except Exception as error:  # a failed replay must not hide the report
         return [f"the forward replay failed: {error!r}"], ""
     finally:
