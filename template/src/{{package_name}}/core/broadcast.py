@@ -331,10 +331,10 @@ def _stretch(
 ) -> Stretch | None:
     """The stretch this call makes, if any. Runs on every elementwise call, so the common
     cases (equal shapes, one-sided broadcasting) return first. A 0-d tensor never stretches."""
-    if operands is True:
-        values = [*args, *(value for key, value in kwargs.items() if key != "out")]
-    else:
+    if isinstance(operands, tuple):
         values = [*args[: len(operands)], *(kwargs[key] for key in operands if key in kwargs)]
+    else:
+        values = [*args, *(value for key, value in kwargs.items() if key != "out")]
     tensors = [value for value in values if isinstance(value, torch.Tensor) and value.ndim > 0]
     shapes = [tuple(tensor.shape) for tensor in tensors]
     if len(shapes) < 2 or all(shape == shapes[0] for shape in shapes):

@@ -49,7 +49,7 @@ class BroadcastGuardCallback(Callback):
         if self.guarded >= self.steps:
             self._release()
 
-    def _release(self, *_: Any) -> None:
+    def _release(self, *args: Any, **kwargs: Any) -> None:
         if self._guard is not None:
             guard, self._guard = self._guard, None
             guard.__exit__(None, None, None)
