@@ -18,8 +18,6 @@ from ..core.shapes import Float, Tensor, typechecked
 from .project import DOCS
 
 N, T = 6, 4
-TESTS = Path(__file__).resolve().parent
-PAGE = DOCS / "shape_bugs.md"
 SHORT_NAMES = {"catalog": "test_shape_bug_catalog.py", "guard": "test_broadcast_guard.py"}
 SHORT_NAMES |= {"masks": "test_masks.py"}
 
@@ -32,59 +30,41 @@ def _log_likelihood(
     return Normal(mean, 1.0).log_prob(action)
 
 
-def test_critic_column_is_refused_by_the_annotation() -> None:
-    with pytest.raises(TypeCheckError, match="prediction"):
-        mse_loss(torch.randn(N, 1), torch.randn(N))
+REFUSED = {  # the bug, and the argument the error names
+    "critic column": (lambda: mse_loss(torch.randn(N, 1), torch.randn(N)), "target"),
+    "squeezed batch": (lambda: mse_loss(torch.randn(1, 1)[0, 0], torch.randn(1)), "prediction"),
+    "Normal.log_prob": (lambda: _log_likelihood(torch.randn(N, 1), torch.randn(N)), "mean"),
+    "outer broadcast": (lambda: mse_loss(torch.randn(N, 1), torch.randn(1, N)), "target"),
+}
 
 
-def test_mask_on_the_wrong_axis_is_missed_by_the_guard_when_one_side_fits() -> None:
-    """``(N, T) * (T,)`` stretches only the mask: legal broadcasting, so the guard passes
-    it; only the annotation or an einops pattern that names the axis can tell."""
-    values, mask_for_the_batch_axis = torch.randn(T, T), torch.ones(T)
+@pytest.mark.parametrize("bug", REFUSED)
+def test_the_annotation_refuses(bug: str) -> None:
+    call, named = REFUSED[bug]
+    with pytest.raises(TypeCheckError, match=f"parameter '{named}'"):
+        call()
+
+
+MISSED_BY_THE_GUARD = {  # legal one-sided broadcasting: only annotations or einops can tell
+    "mask on the wrong axis": lambda: torch.randn(T, T) * torch.ones(T),  # along time, not batch
+    "squeezed scalar": lambda: torch.randn(1, 1)[0, 0] - torch.randn(1),  # a 0-d tensor: scalar
+}
+
+
+@pytest.mark.parametrize("bug", MISSED_BY_THE_GUARD)
+def test_the_guard_misses_a_stretch_of_one_operand(bug: str) -> None:
     with BroadcastGuard():
-        masked = values * mask_for_the_batch_axis  # multiplies along time instead
-    assert masked.shape == (T, T)
+        MISSED_BY_THE_GUARD[bug]()
 
 
-def test_einops_names_the_axis_a_mask_is_meant_for() -> None:
+def test_einops_patterns_name_and_keep_the_axes() -> None:
     mask = torch.ones(T, dtype=torch.bool)
     assert rearrange(mask, "(batch) -> batch 1", batch=T).shape == (T, 1)
-    with pytest.raises(EinopsError):
+    with pytest.raises(EinopsError):  # a mask meant for an axis of another size
         rearrange(mask, "(batch) -> batch 1", batch=N)
-
-
-def test_squeezed_batch_of_one_is_refused_by_the_annotation() -> None:
-    prediction = torch.randn(1, 1)[0, 0]  # what .squeeze() returns at batch size 1
-    with pytest.raises(TypeCheckError):
-        mse_loss(prediction, torch.randn(1))
-
-
-def test_einops_keeps_the_batch_axis_at_batch_size_one() -> None:
-    column = torch.randn(1, 1)
-    assert rearrange(column, "batch 1 -> batch").shape == (1,)
-    assert ScalarMLP(3, (4,))(torch.randn(1, 3)).shape == (1,)
-
-
-def test_squeezed_scalar_is_missed_by_the_guard() -> None:
-    """A 0-d tensor against ``(1,)`` is scalar broadcasting, which is always allowed."""
-    with BroadcastGuard():
-        error = torch.randn(1, 1)[0, 0] - torch.randn(1)  # a squeezed batch of one, minus a target
-    assert error.shape == (1,)
-
-
-def test_normal_log_prob_of_the_wrong_shape_is_refused_by_the_annotation() -> None:
-    with pytest.raises(TypeCheckError):
-        _log_likelihood(torch.randn(N, 1), torch.randn(N))
-
-
-def test_einops_column_mean_gives_one_log_prob_per_row() -> None:
+    assert rearrange(torch.randn(1, 1), "batch 1 -> batch").shape == (1,)  # at batch size 1
     mean = rearrange(torch.randn(N, 1), "batch 1 -> batch")
-    assert _log_likelihood(mean, torch.randn(N)).shape == (N,)
-
-
-def test_outer_broadcast_is_refused_by_the_annotation() -> None:
-    with pytest.raises(TypeCheckError):
-        mse_loss(torch.randn(N, 1), torch.randn(1, N))
+    assert _log_likelihood(mean, torch.randn(N)).shape == (N,)  # one log-prob per row
 
 
 def test_nan_from_a_layer_passes_annotation_and_guard() -> None:
@@ -94,15 +74,14 @@ def test_nan_from_a_layer_passes_annotation_and_guard() -> None:
     assert isinstance(first_layer, torch.nn.Linear)
     torch.nn.init.constant_(first_layer.weight, float("nan"))
     with BroadcastGuard():
-        prediction = net(torch.randn(N, 3))
-        loss = mse_loss(prediction, torch.randn(N))
+        loss = mse_loss(net(torch.randn(N, 3)), torch.randn(N))
     assert torch.isnan(loss)
 
 
 def test_docs_page_names_only_tests_that_exist() -> None:
-    cited = re.findall(r"`([\w/.]+)::(\w+)(?:\[([^\]]+)\])?`", PAGE.read_text())
+    cited = re.findall(r"`([\w/.]+)::(\w+)(?:\[([^\]]+)\])?`", (DOCS / "shape_bugs.md").read_text())
     assert len(cited) >= 16, "the page should cite a test in most cells"
     for file, name, case in cited:
-        source = (TESTS / SHORT_NAMES.get(file, str(file))).read_text()
+        source = (Path(__file__).parent / SHORT_NAMES.get(file, file)).read_text()
         assert f"def {name}(" in source, f"{file}::{name} is cited but does not exist"
-        assert case is None or case == "" or f'"{case}"' in source, f"no case {case!r}"
+        assert not case or f'"{case}"' in source, f"no case {case!r}"
