@@ -1,11 +1,10 @@
 """Test cases read off the annotations: every typed callable, inputs that fit, inputs that don't.
 
 An annotation is a contract only if breaking it raises, and a hand-written test covers only
-the functions someone remembered. This module finds every callable that ``typechecked``
-wraps and builds valid arguments and, per tensor argument, arguments broken in one way that
+the functions someone remembered. Here every callable that ``typechecked`` wraps gets valid
+arguments and, per tensor argument, arguments broken in one way that
 ``annotation_reading.satisfied`` confirms are invalid. A record argument (a dataclass or
-named tuple of annotated tensors) is built from its fields; another class by the constructor
-rule (:func:`build`), and one it cannot make fails the suite until ``CONSTRUCTORS`` has it.
+named tuple of tensors) is built from its fields, another class by :func:`build`.
 """
 
 import ast
@@ -26,8 +25,8 @@ from .annotation_reading import allowed, axes, is_array, members, satisfied
 
 PACKAGE = __name__.split(".")[0]
 SIZES: dict[str, tuple[int, tuple[int, ...]]] = {"ones": (1, ()), "base": (3, (2,))}
-"""(size of every named axis, shape of every variadic group). One size for all named axes
-lets a module be built to match; ``ones`` is the size that broadcasting hides mistakes behind."""
+"""(size of every named axis, shape of every variadic group): one size for all named axes
+lets a module be built to match; broadcasting hides mistakes behind ``ones``."""
 HIDDEN = (4,)  # the hidden layer sizes of a built module
 SPACES: dict[str, tuple[str, Callable[[Any, int], object]]] = {
     "Discrete": ("int", lambda space, n: space(n)),
@@ -35,8 +34,7 @@ SPACES: dict[str, tuple[str, Callable[[Any, int], object]]] = {
 }
 """Gymnasium spaces by class name: the action kind each implies, and how to make one."""
 CONSTRUCTORS: dict[str, Callable[[int, str], object]] = {}
-"""``module.Class`` -> (size, kind) -> instance, for classes the rule cannot build. Empty
-while every typed class follows the rule."""
+"""``module.Class`` -> (size, kind) -> instance, for classes :func:`build` cannot build."""
 _STARRED = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _GENERATOR = torch.Generator().manual_seed(0)
@@ -56,9 +54,8 @@ class Record(NamedTuple):
 
 @dataclass(frozen=True)
 class Target:
-    """One typed callable: a function, a method of ``owner``, or a class to construct.
-    ``function`` is unwrapped (the cases come from its signature and annotations); ``typed``
-    is the decorated function or class to call, None for a method (bound on an instance)."""
+    """A function, a method of ``owner``, or a class to construct: ``function`` unwrapped,
+    ``typed`` the decorated function or class to call (None for a method)."""
 
     name: str
     function: Callable[..., Any]
@@ -119,15 +116,11 @@ def available_modules() -> list[types.ModuleType]:
 
 def decorators_in_source(module: types.ModuleType) -> int:
     """How many ``@typechecked`` the module's source has: what discovery must match."""
-    tree = ast.parse(Path(str(module.__file__)).read_text())
-    decorated = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    names = [
-        getattr(decorator, "attr", getattr(decorator, "id", ""))
-        for node in ast.walk(tree)
-        if isinstance(node, decorated)
-        for decorator in node.decorator_list
-    ]
-    return names.count("typechecked")
+    return sum(
+        getattr(decorator, "attr", getattr(decorator, "id", "")) == "typechecked"
+        for node in ast.walk(ast.parse(Path(str(module.__file__)).read_text()))
+        for decorator in getattr(node, "decorator_list", [])
+    )
 
 
 def discover(modules: Sequence[types.ModuleType]) -> list[Target]:
@@ -194,10 +187,8 @@ def wrong_dtype(hint: object) -> torch.dtype | None:
 
 def is_record(hint: object) -> bool:
     """A dataclass or named tuple with a tensor field."""
-    if not isinstance(hint, type):
-        return False
-    named_tuple = issubclass(hint, tuple) and hasattr(hint, "_fields")
-    if not (dataclasses.is_dataclass(hint) or named_tuple):
+    named_tuple = isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields")
+    if not ((isinstance(hint, type) and dataclasses.is_dataclass(hint)) or named_tuple):
         return False
     return any(
         is_array(member) for field in record_fields(hint).values() for member in members(field)
@@ -246,10 +237,6 @@ def _is_space(hint: object) -> bool:
     return module.startswith("gymnasium") and getattr(hint, "__name__", "") in SPACES
 
 
-def cases(target: Target) -> list[Case]:
-    return [Case(target, size, kind) for size in SIZES for kind in kinds(target)]
-
-
 def chosen(hint: object, kind: str) -> Any:
     """The union member a case uses: the first array member of its kind, else the first."""
     arrays = [member for member in members(hint) if is_array(member)]
@@ -285,9 +272,7 @@ def arguments(case: Case) -> dict[str, Any]:
             built[param.name] = tensor_spec
         elif is_record(hint):
             fields = record_fields(hint).items()
-            built[param.name] = Record(
-                hint, {name: spec(f, case) or plain(f) for name, f in fields}
-            )
+            built[param.name] = Record(hint, {n: spec(f, case) or plain(f) for n, f in fields})
         elif _required_built(param, hint):
             built[param.name] = build(hint, SIZES[case.size][0], case.kind)
         elif param.default is param.empty:
@@ -295,11 +280,8 @@ def arguments(case: Case) -> dict[str, Any]:
     return built
 
 
-def tensor(spec: Spec, device: str = "cpu") -> torch.Tensor:
-    """Values valid for any math: floats in (0.1, 1), integer zeros, bools with one True;
-    on ``meta``, shape and dtype only."""
-    if device == "meta":
-        return torch.empty(spec.shape, dtype=spec.dtype, device=device)
+def tensor(spec: Spec) -> torch.Tensor:
+    """Values valid for any math: floats in (0.1, 1), integer zeros, bools with one True."""
     if spec.dtype.is_floating_point:
         return (0.1 + 0.9 * torch.rand(spec.shape, generator=_GENERATOR)).to(spec.dtype)
     if spec.dtype == torch.bool:
@@ -309,16 +291,14 @@ def tensor(spec: Spec, device: str = "cpu") -> torch.Tensor:
     return torch.zeros(spec.shape, dtype=spec.dtype)
 
 
-def values(built: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
+def values(built: dict[str, Any]) -> dict[str, Any]:
     """A tensor for each :class:`Spec`, the record for each :class:`Record`, else the value."""
-    made = {}
+    made = dict(built)
     for name, given in built.items():
         if isinstance(given, Spec):
-            made[name] = tensor(given, device)
+            made[name] = tensor(given)
         elif isinstance(given, Record):
-            made[name] = given.kind(**values(given.fields, device))
-        else:
-            made[name] = given
+            made[name] = given.kind(**values(given.fields))
     return made
 
 
@@ -373,7 +353,7 @@ def hinted(case: Case, given: dict[str, Any]) -> list[tuple[Any, Any]]:
 
 def returned(case: Case) -> Any:
     """The return annotation to check a result against; ``object`` for a constructor."""
-    if case.target.typed is not None and inspect.isclass(case.target.typed):
+    if inspect.isclass(case.target.typed):
         return object
     return typing.get_type_hints(case.target.function).get("return", object)
 
@@ -381,12 +361,9 @@ def returned(case: Case) -> Any:
 def perturbations(case: Case) -> list[Perturbed]:
     """Ways of breaking one tensor argument that really violate the annotations: a trailing
     size-1 axis, the last axis dropped, a dtype outside the allowed ones, and for each axis
-    name used more than once, its first and its last use grown by one.
-
-    At size 1 only the changes that broadcasting could hide are made (a trailing 1, a 1
-    against a 2); dtype and rank checks do not depend on size. A second kind (``int`` after
-    ``float``) only changes union arguments, so only those are broken again there.
-    """
+    name used more than once, its first and its last use grown by one. At size 1 only what
+    broadcasting could hide (a trailing 1, a 1 against a 2); at a second kind (``int`` after
+    ``float``) only union arguments, the only ones it changes."""
     built = arguments(case)
     size, group = SIZES[case.size]
     again = case.kind != kinds(case.target)[0]
@@ -415,6 +392,6 @@ def perturbations(case: Case) -> list[Perturbed]:
             changes.append((argument, f"unequal_{name}_axis{axis}", Spec(dtype, grown)))
     broken = []
     for argument, change, spec in changes:
-        if not satisfied(hinted(case, values({**built, argument: spec}, device="meta"))):
+        if not satisfied(hinted(case, values({**built, argument: spec}))):
             broken.append(Perturbed(case, argument, change, spec))
     return broken

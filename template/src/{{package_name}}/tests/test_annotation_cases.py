@@ -12,33 +12,17 @@ import torch
 from jaxtyping import Float, Int, TypeCheckError, jaxtyped
 from torch import Tensor
 
-from .annotation_cases import (
-    Case,
-    Perturbed,
-    Spec,
-    arguments,
-    available_modules,
-    bind,
-    build,
-    cases,
-    decorators_in_source,
-    discover,
-    hinted,
-    perturbations,
-    positional,
-    returned,
-    values,
-)
+from . import annotation_cases as ac
 from .annotation_reading import satisfied
 
-MODULES = available_modules()
-TARGETS = discover(MODULES)
-CASES = [case for target in TARGETS for case in cases(target)]
-PERTURBED = [broken for case in CASES for broken in perturbations(case)]
+MODULES = ac.available_modules()
+TARGETS = ac.discover(MODULES)
+CASES = [ac.Case(t, size, kind) for t in TARGETS for size in ac.SIZES for kind in ac.kinds(t)]
+PERTURBED = [broken for case in CASES for broken in ac.perturbations(case)]
 
 
 def test_discovery_finds_every_typechecked_decorator() -> None:
-    written = sum(decorators_in_source(module) for module in MODULES)
+    written = sum(ac.decorators_in_source(module) for module in MODULES)
     found = "\n".join(target.name for target in TARGETS)
     assert len(TARGETS) == written, (
         f"{written} @typechecked in the source but {len(TARGETS)} found (one nested in a "
@@ -51,27 +35,27 @@ def test_every_target_with_a_tensor_argument_has_a_broken_case() -> None:
     tensors = {
         case.target.name
         for case in CASES
-        if any(isinstance(value, Spec) for value in arguments(case).values())
+        if any(isinstance(value, ac.Spec) for value in ac.arguments(case).values())
     }
     assert tensors and tensors <= broken
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_valid_inputs_pass_by_position_then_by_keyword(case: Case) -> None:
-    call, given = bind(case), values(arguments(case))
-    args, kwargs = positional(case, given)
+def test_valid_inputs_pass_by_position_then_by_keyword(case: ac.Case) -> None:
+    call, given = ac.bind(case), ac.values(ac.arguments(case))
+    args, kwargs = ac.positional(case, given)
     for result in (call(*args, **kwargs), call(**given)):
-        assert satisfied([*hinted(case, given), (returned(case), result)])
+        assert satisfied([*ac.hinted(case, given), (ac.returned(case), result)])
 
 
 @pytest.mark.parametrize("perturbed", PERTURBED, ids=str)
-def test_broken_input_raises_after_a_valid_call(perturbed: Perturbed) -> None:
+def test_broken_input_raises_after_a_valid_call(perturbed: ac.Perturbed) -> None:
     """Raises when the valid signature is remembered, and again: a failure is not a pass."""
-    call, valid = bind(perturbed.case), arguments(perturbed.case)
-    args, kwargs = positional(perturbed.case, values(valid))
+    call, valid = ac.bind(perturbed.case), ac.arguments(perturbed.case)
+    args, kwargs = ac.positional(perturbed.case, ac.values(valid))
     call(*args, **kwargs)
-    broken = values({**valid, perturbed.argument: perturbed.spec})
-    args, kwargs = positional(perturbed.case, broken)
+    broken = ac.values({**valid, perturbed.argument: perturbed.spec})
+    args, kwargs = ac.positional(perturbed.case, broken)
     with pytest.raises(TypeCheckError):
         call(*args, **kwargs)
     with pytest.raises(TypeCheckError):
@@ -85,7 +69,7 @@ class _NeedsAFile(torch.nn.Module):
 
 def test_a_class_the_rule_cannot_build_fails_naming_the_table() -> None:
     with pytest.raises(TypeError, match="CONSTRUCTORS"):
-        build(_NeedsAFile, 3, "")
+        ac.build(_NeedsAFile, 3, "")
 
 
 READ_ANNOTATIONS = {
