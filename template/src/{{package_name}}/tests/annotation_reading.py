@@ -1,10 +1,8 @@
-"""How a jaxtyping annotation reads, and whether given values fit it.
-
-The broken calls in ``annotation_cases`` must raise only where they really violate the
-annotations; this is what decides. It reads each shape string itself (named, fixed and
-anonymous axes, ``*name`` and ``...`` groups) rather than calling jaxtyping, so that a
-verdict cached wrongly by the decorator cannot also be the verdict the tests expect. Its
-agreement with jaxtyping is tested; an axis form it does not know raises, never guesses.
+"""How a jaxtyping annotation reads, and whether given values fit it: what decides which
+broken calls of ``annotation_cases`` must raise. It reads each shape string itself rather
+than calling jaxtyping, so that a verdict cached wrongly by the decorator cannot also be the
+verdict the tests expect. Its agreement with jaxtyping is tested; an axis form it does not
+know raises, never guesses.
 """
 
 import types
@@ -84,10 +82,9 @@ def _fits(hint: Any, value: Any, memo: Memo) -> list[Memo]:
 
 
 def _fits_array(hint: Any, value: Any, memo: Memo) -> Memo | None:
-    if not isinstance(value, torch.Tensor):
-        return None
     names = allowed(hint)
-    if names is not None and str(value.dtype).rsplit(".", 1)[-1] not in names:
+    dtype = str(getattr(value, "dtype", "")).rsplit(".", 1)[-1]
+    if not isinstance(value, torch.Tensor) or (names is not None and dtype not in names):
         return None
     parsed, shape = axes(hint), tuple(value.shape)
     groups = [index for index, (kind, _) in enumerate(parsed) if kind == "group"]

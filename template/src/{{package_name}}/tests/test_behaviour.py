@@ -1,10 +1,8 @@
-"""What shapes cannot show, read off each typed module's axis names.
-
-- **batch independence**: where an input and the output share ``batch``, changing sample
-  ``j`` changes no other sample's output;
-- **pad invariance**: where a module takes a mask (a bool with a time axis, True at real
-  steps), changing the features at masked steps, or appending padding, changes no real output;
-- **causality**: for a module built causal, changing step ``t`` changes nothing before it.
+"""What shapes cannot show, read off each typed module's axis names: **batch independence**
+(changing one sample changes no other sample's output), **pad invariance** (where a module
+takes a mask, True at real steps, changing the features at masked steps or appending padding
+changes no real output) and **causality** (for a module built causal, changing step ``t``
+changes nothing before it).
 
 Every typed method of an ``nn.Module`` (``annotation_cases.discover``) runs here, in float64
 and eval mode, to 1e-6, on a module built by its factory in ``FACTORIES``; one without a
@@ -68,24 +66,19 @@ CASES = [
 ]
 
 
-def _shape(hint: Any, steps: int) -> tuple[list[str], tuple[int, ...]]:
-    """Axis names and sizes of a valid tensor for ``hint``: ``#`` axes at full size (a
-    mask's shape is :func:`_mask`'s own), an axis ``SIZES`` does not name at 3."""
-    names, sizes = [], []
-    for kind, value in axes(hint):
-        if kind == "fixed":
-            names.append(str(value))
-            sizes.append(value)
-        else:
-            names.append(value)
-            sizes.append(steps if value in ("time", "key") else SIZES.get(value, 3))
-    return names, tuple(sizes)
+def _shape(hint: Any, steps: int) -> tuple[int, ...]:
+    """A valid shape for ``hint``: ``time`` and ``key`` of ``steps``, ``#`` axes at full size
+    (a mask's shape is :func:`_mask`'s own), an axis ``SIZES`` does not name at 3."""
+    return tuple(
+        value if kind == "fixed" else steps if value in ("time", "key") else SIZES.get(value, 3)
+        for kind, value in axes(hint)
+    )
 
 
-def _mask(names: list[str], steps: int) -> torch.Tensor:
+def _mask(rank: int, steps: int) -> torch.Tensor:
     """True at the real steps of each sequence, on the last axis; 1 on the axes between."""
     real = rearrange(torch.arange(steps), "t -> 1 t") < rearrange(LENGTHS, "b -> b 1")
-    return rearrange(real, "b t -> b " + "1 " * (len(names) - 2) + "t")
+    return rearrange(real, "b t -> b " + "1 " * (rank - 2) + "t")
 
 
 def _arguments(function: Callable[..., Any], steps: int, member: int) -> dict[str, Any]:
@@ -98,9 +91,9 @@ def _arguments(function: Callable[..., Any], steps: int, member: int) -> dict[st
         if name == "self" or not arrays:
             continue
         hint = arrays[min(member, len(arrays) - 1)]
-        names, shape = _shape(hint, steps)
+        shape = _shape(hint, steps)
         if "bool" in hint.dtypes:
-            built[name] = _mask(names, steps)
+            built[name] = _mask(len(shape), steps)
         elif any(dtype.startswith("int") for dtype in hint.dtypes):
             built[name] = torch.randint(0, SIZES["action"], shape, generator=generator)
         else:

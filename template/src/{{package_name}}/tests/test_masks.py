@@ -26,17 +26,13 @@ B, T, WIDTH, HEADS = 3, 5, 8, 2  # pairwise distinct, so no axis can stand in fo
 LENGTHS = torch.tensor([5, 2, 3])
 
 
-def test_real_steps_marks_each_sequence_prefix() -> None:
-    real = masks.real_steps(LENGTHS, T)
+def test_builders_name_their_broadcast_axes_with_a_literal_one() -> None:
+    real = masks.real_steps(LENGTHS, T)  # each sequence's prefix
     assert real.sum(dim=1).tolist() == LENGTHS.tolist()
     assert real[1].tolist() == [True, True, False, False, False]
     assert masks.real_steps(torch.tensor([0]), 2).tolist() == [[False, False]]
     with pytest.raises(ValueError, match="lengths must lie in"):
         masks.real_steps(torch.tensor([6]), T)
-
-
-def test_builders_name_their_broadcast_axes_with_a_literal_one() -> None:
-    real = masks.real_steps(LENGTHS, T)
     assert masks.key_padding(real).shape == (B, 1, 1, T)
     assert masks.causal(T).shape == (1, 1, T, T)
     assert masks.both(masks.key_padding(real), masks.causal(T)).shape == (B, 1, T, T)
@@ -72,28 +68,26 @@ def test_multihead_masks_round_trip_with_the_polarity_flipped() -> None:
         masks.from_multihead()
 
 
-def _mapped_pair(causal: bool = False) -> tuple[SelfAttention, nn.MultiheadAttention]:
-    """Our attention with ``nn.MultiheadAttention``'s weights, both in eval mode."""
+def _parity_difference(causal: bool = False) -> float:
+    """How far our attention, given ``nn.MultiheadAttention``'s weights, is from it at the
+    real steps of padded sequences (both in eval mode)."""
     torch.manual_seed(0)
     ours = SelfAttention(WIDTH, HEADS, causal=causal).eval()
     theirs = nn.MultiheadAttention(WIDTH, HEADS, batch_first=True).eval()
+    x, real = torch.randn(B, T, WIDTH), masks.real_steps(LENGTHS, T)
+    future = masks.to_attn_mask(masks.causal(T)) if causal else None
     with torch.no_grad():
         ours.qkv.weight.copy_(theirs.in_proj_weight)
         ours.qkv.bias.copy_(theirs.in_proj_bias)
         ours.out.weight.copy_(theirs.out_proj.weight)
         ours.out.bias.copy_(theirs.out_proj.bias)
-    return ours, theirs
+        expected, _ = theirs(x, x, x, key_padding_mask=~real, attn_mask=future, need_weights=False)
+        return float((ours(x, masks.key_padding(real)) - expected)[real].abs().max())
 
 
-@pytest.mark.parametrize("is_causal", [False, True])
-def test_self_attention_matches_multihead_attention_on_mapped_weights(is_causal: bool) -> None:
-    ours, theirs = _mapped_pair(is_causal)
-    x = torch.randn(B, T, WIDTH)
-    real = masks.real_steps(LENGTHS, T)
-    future = masks.to_attn_mask(masks.causal(T)) if is_causal else None
-    expected, _ = theirs(x, x, x, key_padding_mask=~real, attn_mask=future, need_weights=False)
-    got = ours(x, masks.key_padding(real))
-    assert (got - expected)[real].abs().max() <= 1e-5
+@pytest.mark.parametrize("causal", [False, True])
+def test_self_attention_matches_multihead_attention_on_mapped_weights(causal: bool) -> None:
+    assert _parity_difference(causal) <= 1e-5
 
 
 def test_a_query_with_no_key_to_attend_gets_zeros() -> None:
@@ -185,17 +179,8 @@ def test_bug_7_heads_merged_as_dim_head_is_caught_by_the_parity_test(
         attended = attend(query, key, value, keep)
         return self.out(rearrange(attended, "batch head time dim -> batch time (dim head)"))
 
-    assert _parity_difference() <= 1e-5
-    monkeypatch.setattr(SelfAttention, "forward", swapped)
+    monkeypatch.setattr(SelfAttention, "forward", swapped)  # the right one matches: above
     assert _parity_difference() > 1e-3
-
-
-def _parity_difference() -> float:
-    ours, theirs = _mapped_pair()
-    with torch.no_grad():
-        x = torch.randn(B, T, WIDTH)
-        expected, _ = theirs(x, x, x, need_weights=False)
-        return float((ours(x) - expected).abs().max())
 
 
 def test_bug_8_patch_order_is_named_by_the_einops_pattern() -> None:
