@@ -187,8 +187,10 @@ def wrong_dtype(hint: object) -> torch.dtype | None:
 
 def is_record(hint: object) -> bool:
     """A dataclass or named tuple with a tensor field."""
-    named_tuple = isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields")
-    if not ((isinstance(hint, type) and dataclasses.is_dataclass(hint)) or named_tuple):
+    if not isinstance(hint, type):
+        return False
+    named_tuple = issubclass(hint, tuple) and hasattr(hint, "_fields")
+    if not (dataclasses.is_dataclass(hint) or named_tuple):
         return False
     return any(
         is_array(member) for field in record_fields(hint).values() for member in members(field)

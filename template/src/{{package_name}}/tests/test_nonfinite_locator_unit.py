@@ -89,9 +89,12 @@ def _features() -> Float[Tensor, "batch feature"]:
 
 
 def test_nan_from_a_submodule_is_named_with_its_input_range(tmp_path: Path) -> None:
-    model = Tiny(poison_step=5)
+    """And the last checkpoint, of the step before, is untouched and finite."""
+    model, last = Tiny(poison_step=5), tmp_path / "checkpoints" / "last.ckpt"
+    checksum = ChecksumLastCheckpoint(last)
+    saving = ModelCheckpoint(tmp_path / "checkpoints", every_n_train_steps=1, save_last=True)
     with pytest.raises(NonFiniteError) as caught:
-        _fit(tmp_path, model)
+        _fit(tmp_path, model, checksum, saving)
     report = str(caught.value)
     batch_path = tmp_path / "nonfinite_batch.pt"
     assert report.splitlines()[-1] == (
@@ -106,14 +109,6 @@ def test_nan_from_a_submodule_is_named_with_its_input_range(tmp_path: Path) -> N
     assert saved["report"] == report
     assert (tmp_path / "nonfinite_report.txt").read_text() == report + "\n"
     assert all(parameter.isfinite().all() for parameter in model.parameters())
-
-
-def test_last_checkpoint_before_the_nan_is_untouched_and_finite(tmp_path: Path) -> None:
-    last = tmp_path / "checkpoints" / "last.ckpt"
-    checksum = ChecksumLastCheckpoint(last)
-    saving = ModelCheckpoint(tmp_path / "checkpoints", every_n_train_steps=1, save_last=True)
-    with pytest.raises(NonFiniteError):
-        _fit(tmp_path, Tiny(poison_step=5), checksum, saving)
     assert hashlib.sha256(last.read_bytes()).hexdigest() == checksum.digest
     restored = Tiny.load_from_checkpoint(last)
     assert all(parameter.isfinite().all() for parameter in restored.parameters())

@@ -82,6 +82,6 @@ def test_docs_page_names_only_tests_that_exist() -> None:
     cited = re.findall(r"`([\w/.]+)::(\w+)(?:\[([^\]]+)\])?`", (DOCS / "shape_bugs.md").read_text())
     assert len(cited) >= 16, "the page should cite a test in most cells"
     for file, name, case in cited:
-        source = (Path(__file__).parent / SHORT_NAMES.get(file, file)).read_text()
+        source = (Path(__file__).parent / SHORT_NAMES.get(file, str(file))).read_text()
         assert f"def {name}(" in source, f"{file}::{name} is cited but does not exist"
         assert not case or f'"{case}"' in source, f"no case {case!r}"
