@@ -52,8 +52,6 @@ def test_a_mask_on_the_query_axis_or_a_float_mask_is_refused() -> None:
         attention(x, rearrange(real, "b t -> b 1 t 1"))
     with pytest.raises(TypeCheckError):  # bug: a float 0/1 mask, which SDPA would add
         attention(x, masks.key_padding(real).float())  # pyright: ignore[reportArgumentType]
-    with pytest.raises(TypeCheckError):
-        masks.masked_time_mean(x, rearrange(real, "b t -> b t 1"))  # pyright: ignore
 
 
 def test_multihead_masks_round_trip_with_the_polarity_flipped() -> None:
@@ -128,8 +126,6 @@ def test_masked_cross_entropy_counts_real_targets_only() -> None:
     assert torch.equal(masks.masked_cross_entropy(logits, junk, real), loss)
     nothing = torch.zeros(B, T, dtype=torch.bool)
     assert float(masks.masked_cross_entropy(logits, target, nothing)) == 0.0
-    with pytest.raises(TypeCheckError):  # a (batch,) target for per-step logits
-        masks.masked_cross_entropy(logits, target[:, 0], real)
 
 
 # The catalogue's attention rows (docs/shape_bugs.md): each bug planted where the other
