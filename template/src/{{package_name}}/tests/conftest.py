@@ -1,11 +1,7 @@
-"""Fixtures and checks shared by every test of the package.
-
-``broadcast_guard``: request it to run a test inside :class:`BroadcastGuard`, so any
-elementwise operation that stretches both operands fails the test at its source line.
-
-The quick run, ``pytest -m "not slow and not cli"``, is checked: a test with neither marker
-fails if the processes it started, in its fixtures or its body, used CPU time (``os.times``
-counts the children that this process waited for), so it cannot slip into the quick run.
+"""Shared by every test: the ``broadcast_guard`` fixture runs a test inside
+:class:`BroadcastGuard`. The quick run, ``pytest -m "not slow and not cli"``, is checked: a
+test with neither marker fails if the processes it started (in fixtures or body) used CPU
+time, as ``os.times`` counts the children this process waited for.
 """
 
 import os
@@ -32,10 +28,8 @@ def _children_seconds() -> float:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Let jsonargparse find its type stubs now: it reads the types of a class's unannotated
-    parameters (TensorBoard's, behind the examples' default logger) from typeshed stubs,
-    which it finds by asking a child Python for its ``sys.path``, once per process. That
-    child belongs to no test."""
+    """Let jsonargparse find its typeshed stubs (for TensorBoard's unannotated parameters) now:
+    it asks a child Python for its ``sys.path`` once per process, a child of no test."""
     ArgumentParser(exit_on_error=False).add_class_arguments(TensorBoardLogger, "logger")
 
 

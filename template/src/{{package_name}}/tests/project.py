@@ -1,11 +1,7 @@
-"""The project as the tests see it: where its files are, which examples it has, how a test
-runs an example's command line (in this process, or in a child one), and what every test of
-a user's mistake checks.
-
-``PACKAGE`` is read from this module's own dotted name, so the tests work under any package
-name. A child process gives the real exit status and keeps a long or compiled fit's cost and
-global state (dynamo's caches) out of pytest's process: a test that starts one is ``slow``.
-"""
+"""The project as the tests see it: its files, its examples, how a test runs an example's
+command line (in this process, or in a child one, which gives the real exit status and keeps
+a long or compiled fit's state out of pytest's: a test that starts one is ``slow``), and what
+every test of a user's mistake checks. ``PACKAGE`` comes from this module's dotted name."""
 
 import importlib
 import importlib.util
@@ -44,8 +40,7 @@ def example_main(example: str) -> Callable[[list[str]], Any]:
 
 
 def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """This process's environment plus ``extra``, with this source tree importable ahead of
-    any ``PYTHONPATH`` already set: what every child Python of the tests gets."""
+    """What every child Python gets: this environment plus ``extra``, this source tree first."""
     path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path, **(extra or {})}
 
@@ -54,7 +49,7 @@ def run_example(
     example: str, args: list[str], cwd: Path, environment: dict[str, str] | None = None
 ) -> tuple[int, list[str]]:
     """Exit status and non-empty output lines (stdout and stderr together) of
-    ``python -m <package>.<example> ARGS``, run with ``child_environment(environment)``."""
+    ``python -m <package>.<example> ARGS``."""
     done = subprocess.run(
         [sys.executable, "-m", f"{PACKAGE}.{example}", *args],
         cwd=cwd,
@@ -73,11 +68,8 @@ NOTICES = ("tensorboardX", "LeafSpec", "litlogger")
 
 def fit_summary(example: str, config: Path, args: list[str], root: Path) -> dict:
     """``summary.json`` of ``python -m <package>.<example> fit --config CONFIG ARGS`` under
-    ``root``; a run that exits non-zero, or prints one of the ``NOTICES``, fails.
-
-    The run has one intra-op thread (what PPO sets, and DDP gives each process): on a
-    machine whose cores are busy, two threads that wait on each other make a small
-    network's fit several times slower."""
+    ``root``; a run that exits non-zero, or prints one of the ``NOTICES``, fails. It has one
+    intra-op thread, as PPO and DDP do: on busy cores two slow a small network's fit."""
     command = ["fit", "--config", str(config), f"--trainer.default_root_dir={root}", *args]
     returncode, lines = run_example(example, command, root, {"OMP_NUM_THREADS": "1"})
     assert returncode == 0, "\n".join(lines[-30:])

@@ -9,7 +9,7 @@ import lightning as L
 import pytest
 import torch
 from einops import rearrange
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, LambdaCallback, ModelCheckpoint
 from lightning.pytorch.core.optimizer import LightningOptimizer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -21,6 +21,7 @@ from .project import quiet_trainer
 
 Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, " batch"]]
 ROWS, BATCH = 64, 16  # four steps per epoch
+FEATURES = torch.randn(ROWS, 4, generator=torch.Generator().manual_seed(0))
 
 
 class Poison(nn.Module):
@@ -60,23 +61,11 @@ class Tiny(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-class ChecksumLastCheckpoint(Callback):
-    """Records last.ckpt's digest before each batch: the state after the last good step."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.digest = ""
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        if self.path.exists():
-            self.digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
-
-
 def _fit(
     root: Path, model: L.LightningModule, *callbacks: Callback, x: Tensor | None = None, **kw: Any
 ) -> None:
-    """Three epochs on ``x`` (else ``_features()``) under a NonFiniteLocator and ``callbacks``."""
-    x = _features() if x is None else x
+    """Three epochs on ``x`` (else ``FEATURES``) under a NonFiniteLocator and ``callbacks``."""
+    x = FEATURES if x is None else x
     every = [NonFiniteLocator(), *callbacks]
     trainer = quiet_trainer(
         default_root_dir=root, max_epochs=3, accelerator="cpu", callbacks=every, **kw
@@ -84,14 +73,17 @@ def _fit(
     trainer.fit(model, DataLoader(TensorDataset(x, x.sum(dim=1)), batch_size=BATCH))
 
 
-def _features() -> Float[Tensor, "batch feature"]:
-    return torch.randn(ROWS, 4, generator=torch.Generator().manual_seed(0))
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_nan_from_a_submodule_is_named_with_its_input_range(tmp_path: Path) -> None:
     """And the last checkpoint, of the step before, is untouched and finite."""
     model, last = Tiny(poison_step=5), tmp_path / "checkpoints" / "last.ckpt"
-    checksum = ChecksumLastCheckpoint(last)
+    digests = []  # last.ckpt's before each batch: the state after the last good step
+    checksum = LambdaCallback(
+        on_train_batch_start=lambda *_: last.exists() and digests.append(_digest(last))
+    )
     saving = ModelCheckpoint(tmp_path / "checkpoints", every_n_train_steps=1, save_last=True)
     with pytest.raises(NonFiniteError) as caught:
         _fit(tmp_path, model, checksum, saving)
@@ -105,11 +97,11 @@ def test_nan_from_a_submodule_is_named_with_its_input_range(tmp_path: Path) -> N
     assert f"output 0: float32 ({BATCH}, 8), no finite values, {BATCH * 8} NaN, 0 Inf" in report
     saved = torch.load(batch_path, weights_only=True)
     assert (saved["epoch"], saved["batch_idx"], saved["global_step"]) == (1, 1, 5)
-    torch.testing.assert_close(saved["batch"][0], _features()[BATCH : 2 * BATCH])
+    torch.testing.assert_close(saved["batch"][0], FEATURES[BATCH : 2 * BATCH])
     assert saved["report"] == report
     assert (tmp_path / "nonfinite_report.txt").read_text() == report + "\n"
     assert all(parameter.isfinite().all() for parameter in model.parameters())
-    assert hashlib.sha256(last.read_bytes()).hexdigest() == checksum.digest
+    assert _digest(last) == digests[-1]
     restored = Tiny.load_from_checkpoint(last)
     assert all(parameter.isfinite().all() for parameter in restored.parameters())
     assert torch.load(last, weights_only=True)["global_step"] == 5
@@ -125,7 +117,7 @@ def test_nan_in_the_data_is_blamed_on_the_batch(
 ) -> None:
     """With two batches per optimizer step the check runs after batch 3; the bad value came
     in batch 2, and the report says so."""
-    x = _features()
+    x = FEATURES.clone()
     x[row, 2] = value
     with pytest.raises(NonFiniteError, match=f"non-finite input data in batch {batch} of epoch 0"):
         _fit(tmp_path, Tiny(), x=x, accumulate_grad_batches=accumulate)

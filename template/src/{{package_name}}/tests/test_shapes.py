@@ -2,6 +2,7 @@
 signature, never skip a return check, and survive ``torch.compile``."""
 
 from typing import Literal, TypeVar
+from unittest.mock import Mock
 
 import pytest
 import torch
@@ -79,17 +80,12 @@ def test_a_step_counter_is_one_signature(monkeypatch: pytest.MonkeyPatch) -> Non
         return x / step
 
     check = scaled.shape_check  # pyright: ignore[reportFunctionMemberAccess]
-    full_checks, checked = [], check.checked  # the full check: jaxtyping + beartype
-
-    def counted(*args, **kwargs):
-        full_checks.append(1)
-        return checked(*args, **kwargs)
-
-    monkeypatch.setattr(check, "checked", counted)
+    full_check = Mock(wraps=check.checked)  # jaxtyping + beartype
+    monkeypatch.setattr(check, "checked", full_check)
     x = torch.randn(4)
     for step in range(1, 1001):
         scaled(x, step)
-    assert len(full_checks) == 1
+    assert full_check.call_count == 1
     with pytest.raises(TypeCheckError):  # an int is keyed by its type, a shape still counts
         scaled(torch.randn(4, 1), 1001)
     with pytest.raises(TypeCheckError):
@@ -113,26 +109,21 @@ def test_a_literal_argument_is_checked_per_value(by_keyword: bool) -> None:
         call(3)
 
 
-def test_a_literal_result_is_checked_per_value() -> None:
+Small = TypeVar("Small", bound=Literal[1, 2])
+
+
+def test_a_literal_result_or_typevar_is_checked_per_value() -> None:
     @typechecked
     def parity(n: int) -> Literal["even", "odd"]:
         return "odd" if n % 2 else "even" if n else "zero"  # pyright: ignore[reportReturnType]
 
-    assert parity(1) == "odd"
-    assert parity(2) == "even"
-    with pytest.raises(TypeCheckError, match="return"):
-        parity(0)
-
-
-Small = TypeVar("Small", bound=Literal[1, 2])
-
-
-def test_a_typevar_that_could_hide_a_literal_is_checked_every_call() -> None:
     @typechecked
-    def same(n: Small) -> Small:
+    def same(n: Small) -> Small:  # a TypeVar that could hide a Literal: checked every call
         return n
 
-    same(1)
+    assert (parity(1), parity(2), same(1)) == ("odd", "even", 1)
+    with pytest.raises(TypeCheckError, match="return"):
+        parity(0)
     with pytest.raises(TypeCheckError):
         same(3)  # pyright: ignore[reportArgumentType]
 
