@@ -259,8 +259,7 @@ def spec(hint: object, case: Case) -> Spec | None:
     member = chosen(hint, case.kind)
     if member is None:
         return None
-    size, group = SIZES[case.size]
-    shape = tuple(extent for _, extent in labelled_shape(member, size, group))
+    shape = tuple(extent for _, extent in labelled_shape(member, *SIZES[case.size]))
     return Spec(dtype_of(member), shape)
 
 
@@ -333,8 +332,7 @@ def bind(case: Case) -> Callable[..., Any]:
     target = case.target
     if target.owner is None:
         return target.typed
-    instance = build(target.owner, SIZES[case.size][0], case.kind)
-    return getattr(instance, target.function.__name__)
+    return getattr(build(target.owner, SIZES[case.size][0], case.kind), target.function.__name__)
 
 
 def positional(case: Case, given: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:

@@ -241,14 +241,11 @@ def test_a_fully_masked_row_under_a_hand_written_softmax_is_named_by_the_locator
     class Model(L.LightningModule):
         def __init__(self) -> None:
             super().__init__()
-            self.embed = nn.Linear(3, 4)
-            self.attention = HandAttention()
-            self.head = nn.Linear(4, 1)
+            self.embed, self.attention = nn.Linear(3, 4), HandAttention()
 
         def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int):  # noqa: ANN201
             x, real = batch
-            keep = rearrange(real, "b k -> b 1 k")
-            return self.head(self.attention(self.embed(x), keep)).mean()
+            return self.attention(self.embed(x), rearrange(real, "b k -> b 1 k")).mean()
 
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.SGD(self.parameters(), lr=0.1)

@@ -44,13 +44,9 @@ def _train_and_score(shape_target: Callable[[Tensor], Tensor]) -> float:
         return float(r2_score(net(x_val), y_val))
 
 
-def _as_column(y: Tensor) -> Tensor:
-    return rearrange(y, "batch -> batch 1")
-
-
 def test_column_target_raises_naming_argument_and_both_shapes() -> None:
     with pytest.raises(TypeCheckError) as error:
-        mse_loss(torch.randn(6), _as_column(torch.randn(6)))
+        mse_loss(torch.randn(6), torch.randn(6, 1))
     message = str(error.value)
     assert "parameter 'target'" in message
     assert "f32[6]" in message and "f32[6,1]" in message
@@ -60,7 +56,7 @@ def test_column_target_raises_naming_argument_and_both_shapes() -> None:
 def test_unchecked_column_target_learns_only_the_mean() -> None:
     correct = _train_and_score(lambda y: y)
     with checks_disabled(), pytest.warns(UserWarning, match="target size"):
-        buggy = _train_and_score(_as_column)
+        buggy = _train_and_score(lambda y: rearrange(y, "batch -> batch 1"))
     print(
         f"\nseed bug, {TRAIN_STEPS} full-batch Adam steps: R² correct {correct:.3f}, "
         f"R² with (N, 1) target and checks off {buggy:.3f}"
