@@ -45,9 +45,7 @@ class Spec(NamedTuple):
     shape: tuple[int, ...]
 
 
-class Record(NamedTuple):
-    """A record argument: its class, and a :class:`Spec` (or value) per field."""
-
+class Record(NamedTuple):  # a record argument: its class, a Spec (or value) per field
     kind: type
     fields: dict[str, Any]
 

@@ -11,9 +11,9 @@ that no axis stands in for another.
 """
 
 import importlib
-import importlib.util
 import inspect
 from collections.abc import Callable
+from importlib.util import find_spec
 from typing import Any
 
 import pytest
@@ -47,8 +47,8 @@ FACTORIES: dict[str, Callable[[Any], nn.Module]] = {
         6, ["a", "b", "c", "d"], width=8, heads=2, layers=1
     ),
 }
-"""One line per typed module, at ``SIZES``; a module may have several (``/causal``). Each is
-given its class, imported by name so that a project without that example still has this file."""
+"""One line per typed module (or several: ``/causal``), at ``SIZES``, given its class (imported
+by name, so that a project without that example still has this file)."""
 OPT_OUT: dict[str, str] = {}
 """``module.Class`` -> why batch independence and the rest cannot apply to it."""
 METHODS: dict[str, list[str]] = {}
@@ -154,8 +154,7 @@ def _is_steps(value: torch.Tensor, steps: int) -> bool:
 
 
 def pad_invariance(built: str, method: str) -> list[str]:
-    """Real outputs, after the features at padded steps changed and after two more padded
-    steps were appended."""
+    """Real outputs, after the features at padded steps changed or two padded steps appended."""
     module, arguments, before = _call(built, method)
     masks = [value for value in arguments.values() if value.dtype == torch.bool]
     if not masks:
@@ -224,11 +223,7 @@ REQUIRED = {
 
 
 def test_the_required_modules_are_all_checked() -> None:
-    present = {
-        name
-        for name, package in REQUIRED.items()
-        if importlib.util.find_spec(f"{PACKAGE}.{package}")
-    }
+    present = {name for name, pkg in REQUIRED.items() if find_spec(f"{PACKAGE}.{pkg}")}
     checked = {built.partition("/")[0] for built, _ in CASES}
     assert present <= checked, f"not checked: {present - checked}"
     assert not present & set(OPT_OUT)

@@ -101,8 +101,7 @@ def _causal_mask() -> Tensor:
 
 
 def _cross_attention_padding() -> Tensor:
-    """Queries and keys padded to lengths of their own: two masks, each a comparison of a
-    grid with data (the grid on either side), combined."""
+    """Two masks, each a grid compared with data (the grid on either side), combined."""
     queries = _column(torch.tensor([4, 2, 6, 1])) > _row(torch.arange(T))
     keys = _row(torch.arange(T - 2)) < _column(torch.tensor([3, 4, 1, 2]))
     return rearrange(queries, "b q -> b q 1") & rearrange(keys, "b k -> b 1 k")
@@ -115,8 +114,7 @@ def _pairwise_mask() -> Tensor:
 
 
 def _alibi_with_causal_mask() -> Tensor:
-    """BLOOM-style ALiBi: per-head slopes times key positions ``(H, 1, T)``, added to a
-    ``full(-inf).triu(1)`` causal mask ``(1, T, T)``."""
+    """BLOOM-style: slopes times key positions ``(H, 1, T)`` plus a causal mask ``(1, T, T)``."""
     slopes = 2.0 ** (-8.0 * torch.arange(1, 5) / 4)
     alibi = rearrange(slopes, "h -> h 1 1") * rearrange(torch.arange(T), "k -> 1 1 k")
     return alibi + rearrange(torch.full((T, T), float("-inf")).triu(1), "q k -> 1 q k")
@@ -229,12 +227,9 @@ def test_callback_guards_only_its_steps_and_knows_the_modules_grid_and_mask_buff
 
 def test_broadcast_module_imports_only_torch_and_the_standard_library() -> None:
     """``core/broadcast.py`` is meant to be copied into plain PyTorch code as it is."""
-    imported = []
-    for node in ast.walk(ast.parse(Path(str(broadcast.__file__)).read_text())):
-        if isinstance(node, ast.Import):
-            imported += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            imported.append("." * node.level + (node.module or ""))
+    nodes = list(ast.walk(ast.parse(Path(str(broadcast.__file__)).read_text())))
+    imported = [a.name for node in nodes if isinstance(node, ast.Import) for a in node.names]
+    imported += ["." * n.level + (n.module or "") for n in nodes if isinstance(n, ast.ImportFrom)]
     allowed = {"torch", *sys.stdlib_module_names}
     assert imported and all(name.split(".")[0] in allowed for name in imported), imported
 
@@ -254,8 +249,7 @@ def _grid_overwritten_through_a_view() -> Tensor:
 
 
 def _done_flags_from_one_buffer() -> Tensor:
-    """Terminated and truncated as the two columns of one buffer: views of one tensor, but
-    of different elements, so not a pairwise mask."""
+    """Terminated and truncated: views of one buffer, but of other elements than each other's."""
     flags = torch.rand(N, 2) > 0.9
     return flags[:, 0:1] | flags[:, 1]
 

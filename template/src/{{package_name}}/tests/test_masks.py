@@ -128,9 +128,8 @@ def test_masked_cross_entropy_counts_real_targets_only() -> None:
     assert float(masks.masked_cross_entropy(logits, target, nothing)) == 0.0
 
 
-# The catalogue's attention rows (docs/shape_bugs.md): each bug planted where the other
-# defences cannot see it, and the defence that catches it. Code that indexes with None or
-# calls .view is a string: the convention test keeps both out of this project's source.
+# The catalogue's attention rows (docs/shape_bugs.md): each bug planted, and the defence that
+# catches it. Code that calls .view is a string, kept out of the source by test_conventions.
 BUG_6_SPLIT = """
 def forward(self, x, keep=None):
     batch, time, _ = x.shape

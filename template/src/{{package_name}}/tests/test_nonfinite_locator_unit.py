@@ -24,9 +24,7 @@ ROWS, BATCH = 64, 16  # four steps per epoch
 FEATURES = torch.randn(ROWS, 4, generator=torch.Generator().manual_seed(0))
 
 
-class Poison(nn.Module):
-    """Identity until switched on, then NaN everywhere."""
-
+class Poison(nn.Module):  # identity until switched on, then NaN everywhere
     def __init__(self) -> None:
         super().__init__()
         self.active = False
@@ -157,9 +155,7 @@ def test_a_nan_gradient_outside_the_module_still_stops_the_step(tmp_path: Path) 
     assert report.splitlines()[-1].startswith("non-finite gradient in a parameter outside")
 
 
-class SqrtOfZero(nn.Module):
-    """Adds sqrt(0): a finite forward whose backward divides by zero."""
-
+class SqrtOfZero(nn.Module):  # adds sqrt(0): a finite forward whose backward divides by zero
     def forward(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, "batch feature"]:
         return x + torch.sqrt(x - x.detach())
 
