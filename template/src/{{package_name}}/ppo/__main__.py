@@ -1,8 +1,7 @@
 """Command line: ``python -m <package>.ppo fit --config configs/ppo.yaml``.
 
-``last.ckpt`` is written after every rollout into ``<default_root_dir>/checkpoints``, one
-folder for every run under that root: a rerun after a crash (which logs to a new
-``version_N``) finds it with ``--ckpt_path last``.
+``last.ckpt`` is written after every rollout to ``<default_root_dir>/checkpoints``, shared by
+the root's runs: a rerun after a crash (a new ``version_N``) finds it with ``--ckpt_path last``.
 """
 
 from collections.abc import Sequence
@@ -10,13 +9,7 @@ from collections.abc import Sequence
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser
 
-from ..run.cli import (
-    ExampleCLI,
-    OneLineErrorParser,
-    checkpoint_dir,
-    processes_released,
-    quiet_third_parties,
-)
+from ..run import cli
 from ..run.errors import user_errors
 from ..run.guards import BroadcastGuardCallback, NonFiniteLocator
 from ..run.summary import RunSummary
@@ -35,26 +28,21 @@ stream's length is on purpose (no prefetch), rollouts are collected in this proc
 resuming within the epoch, after a rollout's update, is the normal case."""
 
 
-class PPOCLI(ExampleCLI):
+class PPOCLI(cli.ExampleCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         # A rollout ends with at least one optimizer step, so "every step" saves once per
         # rollout, at its end; only the last checkpoint is kept.
-        parser.set_defaults(
-            {
-                "checkpoint.save_last": True,
-                "checkpoint.save_top_k": 0,
-                "checkpoint.every_n_train_steps": 1,
-            }
-        )
-        parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
+        defaults = {"save_last": True, "save_top_k": 0, "every_n_train_steps": 1}
+        parser.set_defaults({f"checkpoint.{key}": value for key, value in defaults.items()})
+        parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", cli.checkpoint_dir)
         link_logs_to_run_root(parser)
 
 
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> PPOCLI:
     """Parse ``args`` (default: the command line) and run the chosen subcommand, with
     ``callbacks`` added to the trainer's (a sweep's trial adds its reporter)."""
-    with processes_released(), user_errors(), quiet_third_parties(*HINTS):
+    with cli.processes_released(), user_errors(), cli.quiet_third_parties(*HINTS):
         return PPOCLI(
             PPOModule,
             seed_everything_default=0,
@@ -71,7 +59,7 @@ def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> P
                 ],
             },
             save_config_kwargs={"overwrite": True},
-            parser_class=OneLineErrorParser,
+            parser_class=cli.OneLineErrorParser,
             parser_kwargs={"prog": f"python -m {__package__}"},  # not __main__.py in usage lines
             args=args,
         )

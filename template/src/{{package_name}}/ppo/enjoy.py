@@ -57,29 +57,22 @@ def enjoy(
                 raise UserError(f"{option} {path}: a folder; name a file to write")
             check_writable(Path(path).parent, option)
     module = load(ckpt_path)
-    episodes = episodes or module.eval_episodes
-    seed = module.eval_seed if seed is None else seed
-    if module.torch_threads:
-        torch.set_num_threads(module.torch_threads)  # as in training, for the same sums
-    greedy = evaluate(module.agent, module.env_id, episodes, seed)
+    hp = module.hparams
+    episodes = episodes or int(hp.eval_episodes)
+    seed = int(hp.eval_seed) if seed is None else seed
+    if hp.torch_threads:
+        torch.set_num_threads(hp.torch_threads)  # as in training, for the same sums
+    greedy = evaluate(module.agent, hp.env_id, episodes, seed)
     torch.manual_seed(seed)
-    sampled = evaluate(module.agent, module.env_id, episodes, seed, deterministic=False)
-    report: dict[str, Any] = {
-        "ckpt_path": str(ckpt_path),
-        "env_id": module.env_id,
-        "episodes": episodes,
-        "seed": seed,
-        "deterministic_return_mean": sum(greedy) / episodes,
-        "deterministic_return_min": min(greedy),
-        "sampled_return_mean": sum(sampled) / episodes,
-        "sampled_return_min": min(sampled),
-        "deterministic_returns": greedy,
-        "sampled_returns": sampled,
-    }
-    print(f"{module.env_id}: {episodes} episodes, seed {seed}")
-    for policy in ("deterministic", "sampled"):
-        mean, low = report[f"{policy}_return_mean"], report[f"{policy}_return_min"]
+    sampled = evaluate(module.agent, hp.env_id, episodes, seed, deterministic=False)
+    print(f"{hp.env_id}: {episodes} episodes, seed {seed}")
+    report: dict[str, Any] = {"ckpt_path": str(ckpt_path), "env_id": hp.env_id}
+    report |= {"episodes": episodes, "seed": seed}
+    for policy, returns in (("deterministic", greedy), ("sampled", sampled)):
+        mean, low = sum(returns) / episodes, min(returns)
+        report |= {f"{policy}_return_mean": mean, f"{policy}_return_min": low}
         print(f"{policy} policy: return mean {mean:.2f}, min {low:.2f}")
+    report |= {"deterministic_returns": greedy, "sampled_returns": sampled}
     if recorder is not None and video is not None:
         frames = recorder.record(module, seed, video)
         report["video"], report["video_frames"] = video, frames

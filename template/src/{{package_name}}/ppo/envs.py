@@ -1,11 +1,10 @@
-"""Gymnasium vector environments, with the autoreset behaviour PPO needs stated explicitly.
+"""Gymnasium vector environments, with the autoreset behaviour PPO needs stated explicitly,
+and a ``UserError`` before training for an environment PPO cannot make or drive.
 
 Gymnasium 1.x's default (``NEXT_STEP``) autoreset spends one ``step`` per finished episode
 on returning the reset observation: a fake transition, zero reward and the action ignored.
 ``SAME_STEP`` returns the reset observation from the step that ends the episode, and the
 final one in ``info["final_obs"]``, where a truncated episode's bootstrap needs it.
-
-An environment PPO cannot make or drive is refused before training, in a ``UserError``.
 """
 
 import difflib
@@ -70,15 +69,14 @@ def make_vector_env(
         raise UserError(f"env_id {env_id!r}: {error}") from error
     observation_space, action_space = envs.single_observation_space, envs.single_action_space
     flat_box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
-    problem = None
     if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
         problem = f"observations must be flat Box vectors, got {observation_space}"
     elif not (isinstance(action_space, gym.spaces.Discrete) or flat_box):
         problem = f"actions must be Discrete or a flat Box, got {action_space}"
-    if problem:
-        envs.close()
-        raise UserError(f"env_id {env_id!r}: {problem}")
-    return envs
+    else:
+        return envs
+    envs.close()
+    raise UserError(f"env_id {env_id!r}: {problem}")
 
 
 def to_env(action_space: gym.Space, action: Tensor) -> np.ndarray:

@@ -1,6 +1,5 @@
-"""Evaluation: run the policy for whole episodes and report their returns. Training
-evaluates the greedy policy; ``ppo.enjoy`` also plays the sampled one, which collected the
-training data."""
+"""Evaluation: the returns of whole episodes of the greedy policy, which training evaluates,
+or of the sampled one, which collected the training data (``ppo.enjoy`` plays both)."""
 
 import numpy as np
 import torch
@@ -22,15 +21,12 @@ def evaluate(
     greedy policy (``deterministic``) or by actions sampled from it; the steps of the next
     episode that autoreset begins are not counted. Given ``frames``, the first environment's
     episode is drawn into it, one RGB image per step up to the last (whose frame autoreset
-    has already replaced).
-    """
+    has already replaced)."""
     device = next(agent.parameters()).device
-    render_mode = None if frames is None else "rgb_array"
-    envs = make_vector_env(env_id, episodes, render_mode=render_mode)
+    envs = make_vector_env(env_id, episodes, render_mode=None if frames is None else "rgb_array")
     action_space = envs.single_action_space
     observation, _ = envs.reset(seed=seed)
-    totals = np.zeros(episodes)
-    running = np.ones(episodes, dtype=bool)
+    totals, running = np.zeros(episodes), np.ones(episodes, dtype=bool)
     try:
         while running.any():
             if frames is not None and running[0]:

@@ -4,21 +4,20 @@ Each batch is one fresh rollout, collected by ``train_dataloader``'s stream with
 policy. The stream has a length, so Lightning does not prefetch: no rollout is collected
 with a stale policy. Optimization is manual because one rollout feeds many optimizer steps;
 Lightning still owns devices, DDP (``manual_backward`` syncs gradients) and checkpoints.
-
-Each rollout's statistics go to every logger once, at the run's env-step count, which under
-DDP counts every process's environments. A checkpoint carries the rollouts done, so a
-resumed run continues the budget and the schedules where they stopped. Evaluations and
-summary.json's PPO keys are a callback's, ``reporting.PPOReporting``.
+Each rollout's statistics go to every logger once, at the run's env-step count (every
+process's). Evaluations and summary.json's PPO keys are ``reporting.PPOReporting``'s.
 """
 
 import os
 import time
 from collections.abc import Iterator, Sequence
 
+import gymnasium as gym
 import lightning as L
 import torch
 from lightning.pytorch.core.optimizer import LightningOptimizer
 from lightning.pytorch.plugins.precision import MixedPrecision
+from lightning.pytorch.utilities.parsing import AttributeDict
 from torch.utils.data import DataLoader, IterableDataset
 
 from ..core.policy_gradient import (
@@ -58,16 +57,15 @@ def ppo_loss(
     advantages = minibatch.advantages
     if norm_advantages:
         advantages = normalize_advantages(advantages)
-    old_log_prob = minibatch.old_log_prob
-    policy_loss = clipped_surrogate_loss(log_prob, old_log_prob, advantages, clip_coef)
+    policy_loss = clipped_surrogate_loss(log_prob, minibatch.old_log_prob, advantages, clip_coef)
     critic_loss = value_loss(values, minibatch.old_values, minibatch.returns, value_clip_coef)
     entropy_mean = entropy_bonus(entropy)
     loss = policy_loss + value_coef * critic_loss
     if entropy_coef:  # without the bonus, backward skips the entropy (it is only logged)
         loss = loss - entropy_coef * entropy_mean
     with torch.no_grad():
-        kl = approx_kl(log_prob, old_log_prob)
-        clipped = clip_fraction(log_prob, old_log_prob, clip_coef)
+        kl = approx_kl(log_prob, minibatch.old_log_prob)
+        clipped = clip_fraction(log_prob, minibatch.old_log_prob, clip_coef)
         statistics = torch.stack([policy_loss, critic_loss, entropy_mean, kl, clipped])
     return loss, statistics
 
@@ -86,6 +84,8 @@ class _RolloutStream(IterableDataset):
 
 
 class PPOModule(L.LightningModule):
+    hparams: AttributeDict  # type: ignore[assignment]  # what save_hyperparameters stores
+
     def __init__(
         self,
         env_id: str = "CartPole-v1",
@@ -120,29 +120,18 @@ class PPOModule(L.LightningModule):
         """
         Args:
             env_id: Gymnasium id; flat Box observations, Discrete or Box actions.
-            num_envs: Environments stepped together.
-            vectorization: ``sync`` steps them in this process, ``async`` in subprocesses.
+            vectorization: Step the environments in this process (``sync``) or in subprocesses.
             num_steps: Steps per environment in each rollout.
             total_env_steps: Training budget in env steps, every process's together.
-            learning_rate: Adam learning rate at the start.
             anneal_lr: Decay the learning rate linearly to zero over the budget.
-            gamma: Discount factor.
-            gae_lambda: GAE's bias-variance trade-off (1 = Monte Carlo returns).
-            update_epochs: Passes over each rollout.
-            num_minibatches: Minibatches per pass.
             norm_advantages: Normalise advantages within each minibatch.
-            clip_coef: PPO's ratio clip.
             anneal_clip: Decay the ratio clip linearly to zero over the budget, as RL-Zoo does.
             value_clip_coef: Clip the value update to this distance from the old value.
-            entropy_coef: Weight of the entropy bonus.
-            value_coef: Weight of the value loss.
-            max_grad_norm: Global gradient-norm clip of every optimizer step.
             target_kl: Skip a rollout's remaining epochs once the approx KL of an epoch's last
                 minibatch, measured before its step as in CleanRL, exceeds this.
             hidden_sizes: Width of each hidden layer, for the actor and the critic alike.
             reward_scale: Multiplies rewards for learning; logged returns stay unscaled.
             eval_every_env_steps: Deterministic evaluation interval (0: only at the end).
-            eval_episodes: Episodes per evaluation.
             eval_seed: Seed of every evaluation's environments; ``ppo.enjoy`` replays with it.
             solved_return: summary.json's ``steps_to_solved`` is the env step at which the
                 mean of the last 20 training episodes first reaches it.
@@ -152,37 +141,10 @@ class PPOModule(L.LightningModule):
         """
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
-        self.env_id: str = env_id
-        self.num_envs: int = num_envs
-        self.vectorization: Vectorization = vectorization
-        self.num_steps: int = num_steps
-        self.total_env_steps: int = total_env_steps
-        self.learning_rate: float = learning_rate
-        self.anneal_lr: bool = anneal_lr
-        self.gamma: float = gamma
-        self.gae_lambda: float = gae_lambda
-        self.update_epochs: int = update_epochs
-        self.norm_advantages: bool = norm_advantages
-        self.clip_coef: float = clip_coef
-        self.anneal_clip: bool = anneal_clip
-        self.value_clip_coef: float | None = value_clip_coef
-        self.entropy_coef: float = entropy_coef
-        self.value_coef: float = value_coef
-        self.max_grad_norm: float = max_grad_norm
-        self.target_kl: float | None = target_kl
-        self.reward_scale: float = reward_scale
-        self.eval_every_env_steps: int = eval_every_env_steps
-        self.eval_episodes: int = eval_episodes
-        self.eval_seed: int = eval_seed
-        self.solved_return: float | None = solved_return
-        self.torch_threads: int | None = torch_threads
-
         self.automatic_optimization = False
-        counts = dict(num_envs=num_envs, num_steps=num_steps, num_minibatches=num_minibatches)
-        counts |= dict(update_epochs=update_epochs, eval_episodes=eval_episodes)
-        for name, count in counts.items():
-            if count < 1:
-                raise UserError(f"--model.{name} must be at least 1, got {count}")
+        for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "eval_episodes"):
+            if self.hparams[name] < 1:
+                raise UserError(f"--model.{name} must be at least 1, got {self.hparams[name]}")
         self.rollout_size = num_envs * num_steps
         if self.rollout_size % num_minibatches:
             raise UserError(
@@ -198,21 +160,21 @@ class PPOModule(L.LightningModule):
         self.rollouts_done = 0
         self.resumed_processes: int | None = None
         probe = make_vector_env(env_id, 1)
-        observation_space, action_space = probe.single_observation_space, probe.single_action_space
+        size = gym.spaces.flatdim(probe.single_observation_space)
+        self.agent = ActorCritic(size, probe.single_action_space, hidden_sizes)  # type: ignore[arg-type]
         probe.close()
-        self.agent = ActorCritic(int(observation_space.shape[0]), action_space, hidden_sizes)  # type: ignore[index,arg-type]
         if compile:
             self.agent.compile_networks(backend=compile_backend)
         self.collector: RolloutCollector | None = None
 
     def setup(self, stage: str) -> None:
-        if self.torch_threads:
-            torch.set_num_threads(self.torch_threads)
+        if self.hparams.torch_threads:
+            torch.set_num_threads(self.hparams.torch_threads)
 
     @property
     def num_rollouts(self) -> int:
         """Rollouts of each process: the budget split over every process's environments."""
-        return self.total_env_steps // (self.rollout_size * self.trainer.world_size)
+        return self.hparams.total_env_steps // (self.rollout_size * self.trainer.world_size)
 
     def on_fit_start(self) -> None:
         if self.trainer.max_epochs != 1:
@@ -227,7 +189,7 @@ class PPOModule(L.LightningModule):
             )
         if self.num_rollouts == 0:
             raise UserError(
-                f"total_env_steps = {self.total_env_steps} is less than one rollout "
+                f"total_env_steps = {self.hparams.total_env_steps} is less than one rollout "
                 f"on each of {self.trainer.world_size} processes"
             )
 
@@ -238,21 +200,13 @@ class PPOModule(L.LightningModule):
         """Collect the rollouts not done yet, each after the previous one's update. Each
         process seeds its environments, and under DDP its torch generator, by its rank."""
         seed = int(os.environ.get("PL_GLOBAL_SEED", 0)) + 10_000 * self.global_rank
-        processes = self.trainer.world_size
+        processes, hp = self.trainer.world_size, self.hparams
         if processes > 1:
             torch.manual_seed(seed)
-        envs = make_vector_env(self.env_id, self.num_envs, self.vectorization)
-        self.collector = collector = RolloutCollector(
-            envs,
-            self.agent,
-            self.num_steps,
-            self.gamma,
-            self.gae_lambda,
-            self.reward_scale,
-            seed,
-            processes=processes,
-            env_steps=self.rollouts_done * self.rollout_size * processes,
-        )
+        envs = make_vector_env(hp.env_id, hp.num_envs, hp.vectorization)
+        done = self.rollouts_done * self.rollout_size * processes  # env steps before this fit
+        settings = (hp.num_steps, hp.gamma, hp.gae_lambda, hp.reward_scale, seed, processes, done)
+        self.collector = collector = RolloutCollector(envs, self.agent, *settings)
         try:
             for _ in range(self.rollouts_done, self.num_rollouts):
                 yield collector.collect().samples()
@@ -260,73 +214,59 @@ class PPOModule(L.LightningModule):
             envs.close()
 
     def training_step(self, batch: Samples, batch_idx: int) -> None:
-        """Update on one rollout, then log its mean statistics."""
-        optimizer = self.optimizers()
-        assert isinstance(optimizer, LightningOptimizer)
+        """Update on one rollout, then log its mean statistics and the run's progress."""
+        optimizer, collector, hp = self.optimizers(), self.collector, self.hparams
+        assert isinstance(optimizer, LightningOptimizer) and collector is not None
         remaining = 1.0 - self.rollouts_done / self.num_rollouts
-        if self.anneal_lr:
+        if hp.anneal_lr:
             for group in optimizer.param_groups:
-                group["lr"] = self.learning_rate * remaining
-        clip_coef = self.clip_coef * (remaining if self.anneal_clip else 1.0)
+                group["lr"] = hp.learning_rate * remaining
+        clip_coef = hp.clip_coef * (remaining if hp.anneal_clip else 1.0)
+        coefficients = (clip_coef, hp.value_clip_coef, hp.value_coef, hp.entropy_coef)
         statistics = []
-        for _ in range(self.update_epochs):
+        for _ in range(hp.update_epochs):
             for minibatch in self.minibatches(batch):
-                loss, minibatch_statistics = ppo_loss(
-                    self.agent,
-                    minibatch,
-                    clip_coef,
-                    self.value_clip_coef,
-                    self.value_coef,
-                    self.entropy_coef,
-                    self.norm_advantages,
-                )
+                loss, row = ppo_loss(self.agent, minibatch, *coefficients, hp.norm_advantages)
                 optimizer.zero_grad()
                 self.manual_backward(loss)
-                self.clip_gradients(optimizer.optimizer, gradient_clip_val=self.max_grad_norm)
+                self.clip_gradients(optimizer.optimizer, gradient_clip_val=hp.max_grad_norm)
                 optimizer.step()
-                statistics.append(minibatch_statistics)
-            if self.target_kl is not None:
+                statistics.append(row)
+            if hp.target_kl is not None:
                 # Every process must take the same number of steps (each backward is an
                 # all-reduce under DDP), so they decide on the KL averaged over processes.
                 kl = self.trainer.strategy.reduce(statistics[-1][APPROX_KL], reduce_op="mean")
-                if float(kl) > self.target_kl:
+                if float(kl) > hp.target_kl:
                     break
         self.rollouts_done += 1
         means = torch.stack(statistics).mean(dim=0).tolist()
-        metrics = dict(zip(STATISTICS, means, strict=True))
-        self.log_dict(metrics | self.progress(optimizer.param_groups[0]["lr"]), on_step=True)
-
-    def progress(self, learning_rate: float) -> dict[str, float | Tensor]:
-        """The learning rate, the last ``WINDOW`` episodes' mean return and length, env steps
-        per second, and the env-step count as Lightning's ``step``."""
-        collector = self.collector
-        assert collector is not None
+        metrics: dict[str, float | Tensor] = dict(zip(STATISTICS, means, strict=True))
+        metrics["learning_rate"] = optimizer.param_groups[0]["lr"]
         # float64: self.log stores a float as float32, exact only up to 2**24 env steps.
-        step = torch.tensor(collector.env_steps, dtype=torch.float64)
-        values: dict[str, float | Tensor] = {"learning_rate": learning_rate, "step": step}
+        metrics["step"] = torch.tensor(collector.env_steps, dtype=torch.float64)
         returns = collector.episodes.returns[-WINDOW:]
         lengths = collector.episodes.lengths[-WINDOW:]
         if returns:
-            values["episodic_return"] = sum(returns) / len(returns)
-            values["episodic_length"] = sum(lengths) / len(lengths)
+            metrics["episodic_return"] = sum(returns) / len(returns)
+            metrics["episodic_length"] = sum(lengths) / len(lengths)
         seconds = time.perf_counter() - collector.started
-        values["sps"] = (collector.env_steps - collector.first_env_step) / seconds
-        return values
+        metrics["sps"] = (collector.env_steps - collector.first_env_step) / seconds
+        self.log_dict(metrics, on_step=True)
 
     def minibatches(self, rollout: Samples) -> Iterator[Samples]:
         """One pass over ``rollout`` in shuffled minibatches. A single minibatch is the
         rollout as it is: its mean loss does not depend on the order of its rows."""
         if self.minibatch_size == self.rollout_size:
-            yield rollout
-            return
-        for rows in torch.randperm(self.rollout_size).split(self.minibatch_size):
-            yield rollout.select(rows)
+            return iter([rollout])
+        return map(rollout.select, torch.randperm(self.rollout_size).split(self.minibatch_size))
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         # Fused: one kernel for every parameter, not a dozen small ones per tensor (most of
         # Adam's cost on a small network); Lightning refuses it with mixed precision.
         fused = not isinstance(self.trainer.precision_plugin, MixedPrecision)
-        return torch.optim.Adam(self.parameters(), lr=self.learning_rate, eps=1e-5, fused=fused)
+        return torch.optim.Adam(
+            self.parameters(), self.hparams.learning_rate, eps=1e-5, fused=fused
+        )
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Lightning restores the weights and the optimizer, this the rollouts done (hence the

@@ -7,7 +7,6 @@ keys. The evaluations so far are its checkpoint state, so a resumed run reports 
 
 import csv
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,7 @@ class PPOReporting(Callback):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         """Start afresh (a resumed run then loads its evaluations from the checkpoint)."""
-        self.evaluations, self.last_eval_returns = [], []
-        self.timing = dict.fromkeys(self.timing, 0.0)
+        self.__init__()
 
     def state_dict(self) -> dict[str, Any]:
         return {"evaluations": self.evaluations}
@@ -54,7 +52,7 @@ class PPOReporting(Callback):
         self.timing["update"] += time.perf_counter() - self._update_started
         assert isinstance(pl_module, PPOModule) and pl_module.collector is not None
         env_steps = pl_module.collector.env_steps
-        every = pl_module.eval_every_env_steps
+        every = pl_module.hparams.eval_every_env_steps
         before = env_steps - pl_module.rollout_size * trainer.world_size
         if every and env_steps // every > before // every:
             pl_module.log("eval_return", self._evaluate(pl_module, env_steps), on_step=True)
@@ -69,8 +67,7 @@ class PPOReporting(Callback):
         if not self.evaluations or self.evaluations[-1][0] != collector.env_steps:
             self._evaluate(pl_module, collector.env_steps)
         log_dir.mkdir(parents=True, exist_ok=True)
-        rank = trainer.global_rank
-        episodes = collector.episodes
+        rank, episodes = trainer.global_rank, collector.episodes
         path = log_dir / (f"episodes_rank{rank}.csv" if rank else "episodes.csv")
         with path.open("w", newline="") as handle:
             writer = csv.writer(handle)
@@ -79,33 +76,34 @@ class PPOReporting(Callback):
             writer.writerows(zip(*columns, strict=True))
 
     def summary_extras(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
-        """The PPO keys of summary.json. The "solved" keys are always there, null when they
-        do not apply (no ``solved_return``, or not reached, or nothing collected)."""
+        """The PPO keys of summary.json. The "solved" keys are always there, null when they do
+        not apply (no ``solved_return``, or not reached, or nothing collected). A sweep's
+        objective, ``steps_to_solved_or_penalty``, is a solved run's ``steps_to_solved``; an
+        unsolved one's budget plus one, stretched by how far its last evaluation fell short of
+        ``solved_return``, so that it ranks below every solved run of that budget."""
         assert isinstance(pl_module, PPOModule)
-        collector = pl_module.collector
-        solved_return = pl_module.solved_return
-        extras: dict[str, Any] = {
-            "solved_return": solved_return,
-            "steps_to_solved": None,
-            "seconds_to_solved": None,
-            "steps_to_solved_or_penalty": None,
-        }
+        collector, target = pl_module.collector, pl_module.hparams.solved_return
+        keys = ("steps_to_solved", "seconds_to_solved", "steps_to_solved_or_penalty")
+        extras: dict[str, Any] = {"solved_return": target, **dict.fromkeys(keys)}
         if collector is None:
             return extras
         episodes = collector.episodes
-        index = None
-        if solved_return is not None:
-            index = first_solved(episodes.returns, solved_return, WINDOW)
-        if index is not None:
-            extras["steps_to_solved"] = episodes.env_steps[index]
-            extras["seconds_to_solved"] = round(episodes.seconds[index], 3)
+        for i in range(WINDOW - 1, len(episodes.returns)):  # the first whose last WINDOW reach it
+            window = episodes.returns[i + 1 - WINDOW : i + 1]
+            if target is not None and sum(window) / WINDOW >= target:
+                extras["steps_to_solved"] = episodes.env_steps[i]
+                extras["seconds_to_solved"] = round(episodes.seconds[i], 3)
+                break
         if not self.last_eval_returns:
             return extras
         env_steps, returns = collector.env_steps, self.last_eval_returns
         mean = sum(returns) / len(returns)
-        budget = max(pl_module.total_env_steps, env_steps)
-        solved = extras["steps_to_solved"]
-        extras["steps_to_solved_or_penalty"] = solve_cost(solved, mean, solved_return, budget)
+        if extras["steps_to_solved"] is not None:
+            extras["steps_to_solved_or_penalty"] = float(extras["steps_to_solved"])
+        elif target is not None:
+            shortfall = max(0.0, target - mean) / max(abs(target), 1.0)
+            budget = max(pl_module.hparams.total_env_steps, env_steps)
+            extras["steps_to_solved_or_penalty"] = budget * (1.0 + shortfall) + 1.0
         elapsed = time.perf_counter() - collector.started
         return {
             "eval_return_mean": mean,
@@ -127,35 +125,11 @@ class PPOReporting(Callback):
 
     def _evaluate(self, module: PPOModule, env_steps: int) -> float:
         tick = time.perf_counter()
-        self.last_eval_returns = evaluate(
-            module.agent, module.env_id, module.eval_episodes, module.eval_seed
-        )
+        hp = module.hparams
+        self.last_eval_returns = evaluate(module.agent, hp.env_id, hp.eval_episodes, hp.eval_seed)
         mean = sum(self.last_eval_returns) / len(self.last_eval_returns)
         self.evaluations.append((env_steps, mean))
         if module.global_rank == 0:
             print(f"env steps {env_steps}: deterministic eval return {mean:.1f}", flush=True)
         self.timing["evaluation"] += time.perf_counter() - tick
         return mean
-
-
-def solve_cost(
-    steps_to_solved: int | None, eval_return: float, solved_return: float | None, budget: int
-) -> float | None:
-    """A sweep's objective, ``steps_to_solved_or_penalty``: a solved run's ``steps_to_solved``;
-    an unsolved one's ``budget`` plus one, stretched by how far its last evaluation fell
-    short of ``solved_return``, so that it ranks below every solved run of that budget."""
-    if solved_return is None:
-        return None
-    if steps_to_solved is not None:
-        return float(steps_to_solved)
-    shortfall = max(0.0, solved_return - eval_return) / max(abs(solved_return), 1.0)
-    return budget * (1.0 + shortfall) + 1.0
-
-
-def first_solved(returns: Sequence[float], threshold: float, window: int) -> int | None:
-    """Index of the first episode at which the mean of the last ``window`` returns reaches
-    ``threshold`` (fewer than ``window`` episodes never count); None if none does."""
-    for index in range(window - 1, len(returns)):
-        if sum(returns[index + 1 - window : index + 1]) / window >= threshold:
-            return index
-    return None

@@ -3,7 +3,6 @@
 Each step records the observation the action was chosen from, so with ``SAME_STEP``
 autoreset every stored row is a real transition. ``next_values[t]`` is the value of what
 followed step ``t``: the next stored observation, or for a truncated episode its final one.
-Under DDP the processes step in lockstep, so each step counts ``processes`` env steps.
 """
 
 import time
@@ -23,24 +22,19 @@ from .envs import to_env
 @typechecked
 @dataclass
 class Samples:
-    """Training samples, one row per env step: a rollout's, or a minibatch of its rows.
-
-    Checked when built. Not frozen: Lightning's device transfer sets a dataclass's fields,
-    so the loss checks every field again through its typed objectives.
-    """
+    """Training samples, one row per env step: a rollout's, or a minibatch of its rows. Checked
+    when built. Not frozen: Lightning's device transfer sets a dataclass's fields, so the loss
+    checks every field again through its typed objectives."""
 
     observations: Float[Tensor, "batch feature"]
     actions: Action
     old_log_prob: Float[Tensor, " batch"]
-    """Log-probability of each action under the policy that collected it."""
     old_values: Float[Tensor, " batch"]
-    """The critic's value of each observation at collection."""
     advantages: Float[Tensor, " batch"]
     returns: Float[Tensor, " batch"]
     """What the critic regresses to: advantages plus old values."""
 
     def select(self, rows: Int[Tensor, " batch"]) -> "Samples":
-        """The samples at ``rows``: a minibatch."""
         return Samples(**{column.name: getattr(self, column.name)[rows] for column in fields(self)})
 
 
@@ -83,34 +77,28 @@ class Episodes:
     lengths: list[int] = field(default_factory=list)
 
 
+@dataclass(eq=False)
 class RolloutCollector:
     """Steps ``envs`` with ``agent`` and keeps the episode bookkeeping between rollouts;
     ``processes`` collect in lockstep (DDP), and a resumed run's count starts at ``env_steps``."""
 
-    def __init__(
-        self,
-        envs: VectorEnv,
-        agent: ActorCritic,
-        num_steps: int,
-        gamma: float,
-        gae_lambda: float,
-        reward_scale: float,
-        seed: int,
-        processes: int = 1,
-        env_steps: int = 0,
-    ) -> None:
-        self.envs, self.agent, self.num_steps = envs, agent, num_steps
-        self.gamma, self.gae_lambda, self.reward_scale = gamma, gae_lambda, reward_scale
-        self.num_envs = envs.num_envs
-        self.action_space = envs.single_action_space
-        self.device = next(agent.parameters()).device
-        observation, _ = envs.reset(seed=seed)
-        self.observation = self._tensor(observation)
-        self.episode_return = np.zeros(self.num_envs)
-        self.episode_length = np.zeros(self.num_envs, dtype=np.int64)
+    envs: VectorEnv
+    agent: ActorCritic
+    num_steps: int
+    gamma: float
+    gae_lambda: float
+    reward_scale: float
+    seed: int
+    processes: int = 1
+    env_steps: int = 0
+
+    def __post_init__(self) -> None:
+        self.device = next(self.agent.parameters()).device
+        self.observation = self._tensor(self.envs.reset(seed=self.seed)[0])
+        self.episode_return = np.zeros(self.envs.num_envs)
+        self.episode_length = np.zeros(self.envs.num_envs, dtype=np.int64)
         self.episodes = Episodes()
-        self.processes = processes
-        self.env_steps = self.first_env_step = env_steps
+        self.first_env_step = self.env_steps
         self.env_seconds = self.policy_seconds = 0.0
         self.started = time.perf_counter()
 
@@ -122,38 +110,44 @@ class RolloutCollector:
         """Step every environment ``num_steps`` times, then score the rollout in one batch:
         only sampling needs the policy step by step."""
         steps = []  # (observation, action, reward, terminated, truncated) of each step
-        cut_rows: list[tuple[int, int]] = []  # (step, env) of each truncated episode's end
-        cut_observations: list[np.ndarray] = []  # and its final observation
+        cuts = []  # (step, env, final observation) of each truncated episode's end
         for t in range(self.num_steps):
             tick = time.perf_counter()
             action = self.agent.sample(self.observation)
             tock = time.perf_counter()
-            env_action = to_env(self.action_space, action)
+            env_action = to_env(self.envs.single_action_space, action)
             observation, reward, term, trunc, info = self.envs.step(env_action)
             self.env_seconds += time.perf_counter() - tock
             self.policy_seconds += tock - tick
-            for row in np.flatnonzero(trunc & ~term):
-                cut_rows.append((t, int(row)))
-                cut_observations.append(info["final_obs"][row])
+            cuts += [(t, int(row), info["final_obs"][row]) for row in np.flatnonzero(trunc & ~term)]
             steps.append((self.observation, action, reward, term, trunc))
-            self._record_episodes(reward, term | trunc)
+            done = term | trunc  # the bookkeeping of every finished episode
+            self.env_steps += self.envs.num_envs * self.processes
+            self.episode_return += reward
+            self.episode_length += 1
+            for row in np.flatnonzero(done):
+                self.episodes.env_steps.append(self.env_steps)
+                self.episodes.seconds.append(time.perf_counter() - self.started)
+                self.episodes.returns.append(float(self.episode_return[row]))
+                self.episodes.lengths.append(int(self.episode_length[row]))
+            self.episode_return[done] = 0.0
+            self.episode_length[done] = 0
             self.observation = self._tensor(observation)
 
         tick = time.perf_counter()
         observations, actions, rewards, terminated, truncated = zip(*steps, strict=True)
-        visited = torch.stack(observations)
-        taken = torch.stack(actions)
+        visited, taken = torch.stack(observations), torch.stack(actions)
         flat = "time env ... -> (time env) ..."
         log_probs, _, values = self.agent.evaluate(rearrange(visited, flat), rearrange(taken, flat))
         unflat = "(time env) -> time env"
-        log_probs = rearrange(log_probs, unflat, env=self.num_envs)
-        values = rearrange(values, unflat, env=self.num_envs)
+        log_probs = rearrange(log_probs, unflat, env=self.envs.num_envs)
+        values = rearrange(values, unflat, env=self.envs.num_envs)
         bootstrap = rearrange(self.agent.value(self.observation), "env -> 1 env")
         next_values = torch.cat([values[1:], bootstrap])
-        if cut_rows:
-            time_index, env_index = torch.tensor(cut_rows, device=self.device).unbind(dim=1)
-            finals = self._tensor(np.stack(cut_observations))
-            next_values[time_index, env_index] = self.agent.value(finals)
+        if cuts:
+            cut_steps, cut_envs, finals = zip(*cuts, strict=True)
+            time_index, env_index = torch.tensor([cut_steps, cut_envs], device=self.device)
+            next_values[time_index, env_index] = self.agent.value(self._tensor(np.stack(finals)))
         rewards = self._tensor(np.stack(rewards) * self.reward_scale)
         terminated = torch.as_tensor(np.stack(terminated), device=self.device)
         truncated = torch.as_tensor(np.stack(truncated), device=self.device)
@@ -173,15 +167,3 @@ class RolloutCollector:
             advantages=advantages,
             returns=returns,
         )
-
-    def _record_episodes(self, reward: np.ndarray, done: np.ndarray) -> None:
-        self.env_steps += self.num_envs * self.processes
-        self.episode_return += reward
-        self.episode_length += 1
-        for row in np.flatnonzero(done):
-            self.episodes.env_steps.append(self.env_steps)
-            self.episodes.seconds.append(time.perf_counter() - self.started)
-            self.episodes.returns.append(float(self.episode_return[row]))
-            self.episodes.lengths.append(int(self.episode_length[row]))
-        self.episode_return[done] = 0.0
-        self.episode_length[done] = 0

@@ -42,8 +42,8 @@ def record(module: PPOModule, seed: int, path: str) -> int:
     # Frames are drawn off screen; without this, SDL looks for a display and may complain.
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     frames: list[Any] = []  # RGB images, as imageio's annotation spells them
-    evaluate(module.agent, module.env_id, 1, seed, frames=frames)
-    probe = gym.make(module.env_id)
+    evaluate(module.agent, module.hparams.env_id, 1, seed, frames=frames)
+    probe = gym.make(module.hparams.env_id)
     fps = probe.metadata.get("render_fps") or 30
     probe.close()
     # Even sides, as H.264's usual pixel format needs; imageio pads an odd side.

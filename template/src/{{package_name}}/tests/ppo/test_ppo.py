@@ -102,8 +102,8 @@ def test_short_fit_writes_the_summary_contract_and_a_weights_only_checkpoint(
     # The evaluations so far are the reporting callback's state.
     evaluations = checkpoint["callbacks"]["PPOReporting"]["evaluations"]
     assert [steps for steps, _ in evaluations] == [1024, 2048, 3072]
-    module = PPOModule.load_from_checkpoint(last, weights_only=True)
-    assert (module.learning_rate, module.gamma, module.update_epochs) == (0.003, 0.98, 1)
+    loaded = PPOModule.load_from_checkpoint(last, weights_only=True).hparams
+    assert (loaded.learning_rate, loaded.gamma, loaded.update_epochs) == (0.003, 0.98, 1)
 
 
 def test_steps_to_solved_is_read_off_the_rolling_20_episode_mean() -> None:
