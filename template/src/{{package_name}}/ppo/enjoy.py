@@ -2,8 +2,7 @@
 greedily (as the run's evaluations did) and with sampled actions. ``--seed`` and
 ``--episodes`` default to the run's evaluation settings, so the greedy figures equal its
 last evaluation's. The file is read with ``torch.load(weights_only=True)``: it can hold
-only tensors and plain values, never code to run.
-"""
+only tensors and plain values, never code to run."""
 
 import importlib.util
 import json
@@ -90,10 +89,9 @@ def load(ckpt_path: str | Path) -> PPOModule:
     if "hyper_parameters" not in checkpoint:
         raise UserError(f"{ckpt_path}: not a checkpoint of PPOModule: it has no hyperparameters")
     check_hyperparameters(checkpoint, PPOModule, ckpt_path)
-    saved = checkpoint["hyper_parameters"]
-    hyperparameters = {key: value for key, value in saved.items() if not key.startswith("_")}
-    hyperparameters["compile"] = False  # compiling would only slow a replay down
-    module = PPOModule(**hyperparameters)
+    saved = checkpoint["hyper_parameters"].items()
+    hyperparameters = {key: value for key, value in saved if not key.startswith("_")}
+    module = PPOModule(**hyperparameters | {"compile": False})  # compiling would slow a replay
     check_fits(checkpoint, module, ckpt_path)
     module.load_state_dict(checkpoint["state_dict"])
     return module.eval()
@@ -106,8 +104,7 @@ def main(args: list[str] | None = None) -> dict[str, Any]:
             prog=f"python -m {__package__}.enjoy", description="Replay a PPO checkpoint's policy."
         )
         parser.add_function_arguments(enjoy, as_positional=False)
-        config = parser.parse_args(args)
-        return enjoy(**config.as_dict())
+        return enjoy(**parser.parse_args(args).as_dict())
 
 
 if __name__ == "__main__":

@@ -11,10 +11,9 @@ from pathlib import Path
 
 
 def plot_learning_curve(log_dir: Path, window: int = 20) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    plt.switch_backend("Agg")  # files only, no window
 
     source = log_dir / "episodes.csv"
     if not source.is_file():

@@ -1,9 +1,8 @@
-"""The extras of a PPO run, beside what ``PPOModule`` logs itself: a callback that the
-command line installs. It evaluates every ``eval_every_env_steps`` (logged as
-``eval_return``) and at the end, writes each process's training episodes to
-``episodes.csv`` (``episodes_rank<N>.csv`` beyond rank 0), and gives summary.json its PPO
-keys. The evaluations so far are its checkpoint state, so a resumed run reports them.
-"""
+"""The extras of a PPO run, beside what ``PPOModule`` logs itself: a callback that the command
+line installs. It evaluates every ``eval_every_env_steps`` (logged as ``eval_return``) and at
+the end, writes each process's training episodes to ``episodes.csv`` (``episodes_rank<N>.csv``
+beyond rank 0), and gives summary.json its PPO keys. The evaluations so far are its checkpoint
+state, so a resumed run reports them."""
 
 import csv
 import time
@@ -51,8 +50,7 @@ class PPOReporting(Callback):
         """After each rollout's update: evaluate if one falls due."""
         self.timing["update"] += time.perf_counter() - self._update_started
         assert isinstance(pl_module, PPOModule) and pl_module.collector is not None
-        env_steps = pl_module.collector.env_steps
-        every = pl_module.hparams.eval_every_env_steps
+        env_steps, every = pl_module.collector.env_steps, pl_module.hparams.eval_every_env_steps
         before = env_steps - pl_module.rollout_size * trainer.world_size
         if every and env_steps // every > before // every:
             pl_module.log("eval_return", self._evaluate(pl_module, env_steps), on_step=True)
@@ -61,8 +59,7 @@ class PPOReporting(Callback):
         """A last evaluation, unless one just ran; every process's episodes in a CSV."""
         log_dir = Path(trainer.log_dir or trainer.default_root_dir)  # a collective under DDP
         assert isinstance(pl_module, PPOModule)
-        collector = pl_module.collector
-        if collector is None:
+        if (collector := pl_module.collector) is None:
             return
         if not self.evaluations or self.evaluations[-1][0] != collector.env_steps:
             self._evaluate(pl_module, collector.env_steps)
@@ -77,10 +74,7 @@ class PPOReporting(Callback):
 
     def summary_extras(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         """The PPO keys of summary.json. The "solved" keys are always there, null when they do
-        not apply (no ``solved_return``, or not reached, or nothing collected). A sweep's
-        objective, ``steps_to_solved_or_penalty``, is a solved run's ``steps_to_solved``; an
-        unsolved one's budget plus one, stretched by how far its last evaluation fell short of
-        ``solved_return``, so that it ranks below every solved run of that budget."""
+        not apply (no ``solved_return``, or not reached, or nothing collected)."""
         assert isinstance(pl_module, PPOModule)
         collector, target = pl_module.collector, pl_module.hparams.solved_return
         keys = ("steps_to_solved", "seconds_to_solved", "steps_to_solved_or_penalty")
@@ -98,12 +92,9 @@ class PPOReporting(Callback):
             return extras
         env_steps, returns = collector.env_steps, self.last_eval_returns
         mean = sum(returns) / len(returns)
-        if extras["steps_to_solved"] is not None:
-            extras["steps_to_solved_or_penalty"] = float(extras["steps_to_solved"])
-        elif target is not None:
-            shortfall = max(0.0, target - mean) / max(abs(target), 1.0)
-            budget = max(pl_module.hparams.total_env_steps, env_steps)
-            extras["steps_to_solved_or_penalty"] = budget * (1.0 + shortfall) + 1.0
+        solved = extras["steps_to_solved"]
+        budget = max(pl_module.hparams.total_env_steps, env_steps)
+        extras["steps_to_solved_or_penalty"] = solve_cost(solved, mean, target, budget)
         elapsed = time.perf_counter() - collector.started
         return {
             "eval_return_mean": mean,
@@ -124,8 +115,7 @@ class PPOReporting(Callback):
         }
 
     def _evaluate(self, module: PPOModule, env_steps: int) -> float:
-        tick = time.perf_counter()
-        hp = module.hparams
+        tick, hp = time.perf_counter(), module.hparams
         self.last_eval_returns = evaluate(module.agent, hp.env_id, hp.eval_episodes, hp.eval_seed)
         mean = sum(self.last_eval_returns) / len(self.last_eval_returns)
         self.evaluations.append((env_steps, mean))
@@ -133,3 +123,17 @@ class PPOReporting(Callback):
             print(f"env steps {env_steps}: deterministic eval return {mean:.1f}", flush=True)
         self.timing["evaluation"] += time.perf_counter() - tick
         return mean
+
+
+def solve_cost(
+    steps_to_solved: int | None, eval_return: float, solved_return: float | None, budget: int
+) -> float | None:
+    """A sweep's objective, ``steps_to_solved_or_penalty``: a solved run's ``steps_to_solved``;
+    an unsolved one's ``budget`` plus one, stretched by how far its last evaluation fell
+    short of ``solved_return``, so that it ranks below every solved run of that budget."""
+    if solved_return is None:
+        return None
+    if steps_to_solved is not None:
+        return float(steps_to_solved)
+    shortfall = max(0.0, solved_return - eval_return) / max(abs(solved_return), 1.0)
+    return budget * (1.0 + shortfall) + 1.0
