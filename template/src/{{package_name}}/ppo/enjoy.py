@@ -90,8 +90,8 @@ def load(ckpt_path: str | Path) -> PPOModule:
         raise UserError(f"{ckpt_path}: not a checkpoint of PPOModule: it has no hyperparameters")
     check_hyperparameters(checkpoint, PPOModule, ckpt_path)
     saved = checkpoint["hyper_parameters"].items()
-    hyperparameters = {key: value for key, value in saved if not key.startswith("_")}
-    module = PPOModule(**hyperparameters | {"compile": False})  # compiling would slow a replay
+    kept = {key: value for key, value in saved if not key.startswith("_") and key != "compile"}
+    module = PPOModule(**kept, compile=False)  # compiling would only slow a replay down
     check_fits(checkpoint, module, ckpt_path)
     module.load_state_dict(checkpoint["state_dict"])
     return module.eval()
