@@ -1,8 +1,7 @@
-"""The actor-critic: separate tanh MLPs for the policy and the value, orthogonally
-initialised (0.01 on the policy head, so the first policy is near uniform). Discrete actions
-are a categorical over logits; Box actions a diagonal Gaussian with a learned,
-state-independent log standard deviation. Log-probabilities and entropies are per sample,
-``(batch,)``, whatever the action's shape."""
+"""The actor-critic: separate tanh MLPs for the policy and the value, orthogonally initialised
+(0.01 on the policy head, so the first policy is near uniform). Discrete actions are a
+categorical over logits; Box actions a diagonal Gaussian with a learned, state-independent log
+standard deviation. Log-probabilities and entropies are per sample, whatever the action's shape."""
 
 from collections.abc import Callable, Sequence
 from typing import Any

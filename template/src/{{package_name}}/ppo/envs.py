@@ -54,17 +54,12 @@ def make_vector_env(
     """``num_envs`` copies of ``env_id``, stepped together, resetting on the same step;
     ``max_episode_steps`` overrides the registered time limit."""
     check_env_id(env_id)
-    # Only a render mode asked for: an environment need not take the keyword.
-    env_kwargs: dict[str, Any] = {} if render_mode is None else {"render_mode": render_mode}
+    env_kwargs: dict[str, Any] = {"max_episode_steps": max_episode_steps}
+    if render_mode is not None:  # only when asked for: an environment need not take it
+        env_kwargs["render_mode"] = render_mode
+    autoreset = {"autoreset_mode": AutoresetMode.SAME_STEP}
     try:
-        envs = gym.make_vec(
-            env_id,
-            num_envs=num_envs,
-            vectorization_mode=vectorization,
-            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-            max_episode_steps=max_episode_steps,
-            **env_kwargs,
-        )
+        envs = gym.make_vec(env_id, num_envs, vectorization, vector_kwargs=autoreset, **env_kwargs)
     except gym.error.DependencyNotInstalled as error:  # registered, but its package is not
         raise UserError(f"env_id {env_id!r}: {error}") from error
     observation_space, action_space = envs.single_observation_space, envs.single_action_space
@@ -79,8 +74,7 @@ def make_vector_env(
     raise UserError(f"env_id {env_id!r}: {problem}")
 
 
-def to_env(action_space: gym.Space, action: Tensor) -> np.ndarray:
-    """``action`` as the environments take it: a Box action clipped to the space's bounds."""
-    if isinstance(action_space, gym.spaces.Box):
-        return np.clip(action.cpu().numpy(), action_space.low, action_space.high)
-    return action.cpu().numpy()
+def to_env(envs: VectorEnv, action: Tensor) -> np.ndarray:
+    """``action`` as ``envs`` take it: a Box action clipped to the space's bounds."""
+    space, array = envs.single_action_space, action.cpu().numpy()
+    return np.clip(array, space.low, space.high) if isinstance(space, gym.spaces.Box) else array

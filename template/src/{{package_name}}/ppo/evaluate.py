@@ -24,7 +24,6 @@ def evaluate(
     has already replaced)."""
     device = next(agent.parameters()).device
     envs = make_vector_env(env_id, episodes, render_mode=None if frames is None else "rgb_array")
-    action_space = envs.single_action_space
     observation, _ = envs.reset(seed=seed)
     totals, running = np.zeros(episodes), np.ones(episodes, dtype=bool)
     try:
@@ -33,7 +32,7 @@ def evaluate(
                 frames.append(envs.render()[0])  # type: ignore[index]
             observation = torch.as_tensor(observation, dtype=torch.float32, device=device)
             action = (agent.greedy if deterministic else agent.sample)(observation)
-            observation, reward, terminated, truncated, _ = envs.step(to_env(action_space, action))
+            observation, reward, terminated, truncated, _ = envs.step(to_env(envs, action))
             totals += np.where(running, reward, 0.0)
             running &= ~(terminated | truncated)
     finally:

@@ -71,15 +71,13 @@ def ppo_loss(
 
 
 class _RolloutStream(IterableDataset):
-    """Yields the module's rollouts; its length is what turns off Lightning's prefetch."""
-
     def __init__(self, module: "PPOModule") -> None:
         self.module = module
 
     def __iter__(self) -> Iterator[Samples]:
         return self.module.rollouts()
 
-    def __len__(self) -> int:
+    def __len__(self) -> int:  # a length: Lightning does not prefetch
         return self.module.num_rollouts
 
 
@@ -120,18 +118,29 @@ class PPOModule(L.LightningModule):
         """
         Args:
             env_id: Gymnasium id; flat Box observations, Discrete or Box actions.
-            vectorization: Step the environments in this process (``sync``) or in subprocesses.
+            num_envs: Environments stepped together.
+            vectorization: ``sync`` steps them in this process, ``async`` in subprocesses.
             num_steps: Steps per environment in each rollout.
             total_env_steps: Training budget in env steps, every process's together.
+            learning_rate: Adam learning rate at the start.
             anneal_lr: Decay the learning rate linearly to zero over the budget.
+            gamma: Discount factor.
+            gae_lambda: GAE's bias-variance trade-off (1 = Monte Carlo returns).
+            update_epochs: Passes over each rollout.
+            num_minibatches: Minibatches per pass.
             norm_advantages: Normalise advantages within each minibatch.
+            clip_coef: PPO's ratio clip.
             anneal_clip: Decay the ratio clip linearly to zero over the budget, as RL-Zoo does.
             value_clip_coef: Clip the value update to this distance from the old value.
+            entropy_coef: Weight of the entropy bonus.
+            value_coef: Weight of the value loss.
+            max_grad_norm: Global gradient-norm clip of every optimizer step.
             target_kl: Skip a rollout's remaining epochs once the approx KL of an epoch's last
                 minibatch, measured before its step as in CleanRL, exceeds this.
             hidden_sizes: Width of each hidden layer, for the actor and the critic alike.
             reward_scale: Multiplies rewards for learning; logged returns stay unscaled.
             eval_every_env_steps: Deterministic evaluation interval (0: only at the end).
+            eval_episodes: Episodes per evaluation.
             eval_seed: Seed of every evaluation's environments; ``ppo.enjoy`` replays with it.
             solved_return: summary.json's ``steps_to_solved`` is the env step at which the
                 mean of the last 20 training episodes first reaches it.

@@ -115,8 +115,7 @@ class RolloutCollector:
             tick = time.perf_counter()
             action = self.agent.sample(self.observation)
             tock = time.perf_counter()
-            env_action = to_env(self.envs.single_action_space, action)
-            observation, reward, term, trunc, info = self.envs.step(env_action)
+            observation, reward, term, trunc, info = self.envs.step(to_env(self.envs, action))
             self.env_seconds += time.perf_counter() - tock
             self.policy_seconds += tock - tick
             cuts += [(t, int(row), info["final_obs"][row]) for row in np.flatnonzero(trunc & ~term)]
