@@ -1,12 +1,9 @@
 """Checkpoint files that a crash cannot corrupt, checked before a run resumes from one.
 
-Writing: Lightning moves a checkpoint into place from the system's temp folder; from another
+Lightning moves a checkpoint into place from the system's temp folder; from another
 filesystem the move is a copy, and a crash during it leaves a truncated ``last.ckpt``. Here
-the temporary file lives in the checkpoint's own folder and ``os.replace`` renames it over
-the old one, atomically.
-
-Reading: a file that does not load, or whose weights do not fit the model, raises a
-``UserError`` that names the file before any state is restored.
+the temporary file is renamed over the old one in its own folder, atomically. A file that
+does not load, or does not fit the model, raises a ``UserError`` that names it.
 """
 
 import inspect
@@ -22,10 +19,6 @@ import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 
 from .errors import UserError
-
-# What torch.load raises on a zip archive that is not a whole checkpoint: a damaged member
-# (RuntimeError, OSError, EOFError) or a pickle that does not load.
-_UNREADABLE = (RuntimeError, OSError, EOFError, pickle.UnpicklingError, ValueError)
 
 
 class CheckpointFiles(TorchCheckpointIO):
@@ -80,11 +73,10 @@ def read(path: str | Path, load: Callable[[], Any] | None = None) -> dict[str, A
         # torch.save writes a zip archive whose index comes last: a cut file has none.
         raise UserError(f"{unreadable} (not a whole zip archive, as torch.save writes)")
     try:
-        if load is None:
-            checkpoint = torch.load(path, "cpu", weights_only=True, mmap=local)
-        else:
-            checkpoint = load()
-    except _UNREADABLE as error:
+        checkpoint = load() if load else torch.load(path, "cpu", weights_only=True, mmap=local)
+    # What torch.load raises on a zip archive that is not a whole checkpoint: a damaged
+    # member or a pickle that does not load.
+    except (RuntimeError, OSError, EOFError, pickle.UnpicklingError, ValueError) as error:
         reason = (str(error).strip() or "\n").splitlines()[0][:120]
         detail = f"{type(error).__name__}{': ' + reason if reason else ''}"
         raise UserError(f"{unreadable} ({detail})") from error
@@ -100,11 +92,8 @@ def check_hyperparameters(
     hyperparameters ``model_class`` does not take: another example's checkpoint."""
     accepted = inspect.signature(model_class).parameters
     model = getattr(model_class, "__name__", "the model")
-    foreign = [
-        key
-        for key in checkpoint.get("hyper_parameters", {})
-        if not key.startswith("_") and key not in accepted
-    ]
+    saved = checkpoint.get("hyper_parameters", {})
+    foreign = [key for key in saved if not key.startswith("_") and key not in accepted]
     if foreign:
         raise UserError(
             f"{path}: not a checkpoint of {model}: its hyperparameters "
@@ -118,10 +107,11 @@ def check_fits(checkpoint: dict[str, Any], module: L.LightningModule, path: str 
     theirs = {name: tuple(value.shape) for name, value in checkpoint["state_dict"].items()}
     ours = {name: tuple(value.shape) for name, value in module.state_dict().items()}
     model = type(module).__name__
-    if _roots(theirs) != _roots(ours):
+    # The top-level modules that hold the weights: net.* or agent.*, say.
+    held, has = (", ".join(sorted({f"{n.split('.')[0]}.*" for n in s})) for s in (theirs, ours))
+    if held != has:
         raise UserError(
-            f"{path}: not a checkpoint of {model}: it holds {_roots(theirs)} weights, "
-            f"{model} has {_roots(ours)}"
+            f"{path}: not a checkpoint of {model}: it holds {held} weights, {model} has {has}"
         )
     if not module.strict_loading:
         ours = {name: shape for name, shape in ours.items() if name in theirs}
@@ -146,13 +136,6 @@ def check_fits(checkpoint: dict[str, Any], module: L.LightningModule, path: str 
     )
 
 
-def _roots(shapes: dict[str, tuple[int, ...]]) -> str:
-    """The top-level modules that hold the weights: ``net.*`` or ``agent.*``, say."""
-    return ", ".join(sorted({f"{name.split('.')[0]}.*" for name in shapes}))
-
-
 def _plain(value: object) -> object:
     """A hyperparameter as the file and the parser both give it: tuples as lists."""
-    if isinstance(value, tuple | list):
-        return [_plain(item) for item in value]
-    return value
+    return [_plain(item) for item in value] if isinstance(value, tuple | list) else value

@@ -1,9 +1,6 @@
 """What every command line here shares: a parser whose refusals end the output in one
 line, checks on a run's folders and checkpoint files before it starts, one checkpoint
 folder per run root, and a clean end to a multi-process run.
-
-jsonargparse reports a wrong type over two lines, after the usage text; a failed run's last
-line should name both the key and the reason, so the message is joined into one line.
 """
 
 import importlib.util
@@ -27,9 +24,6 @@ from .guards import BroadcastGuardCallback, NonFiniteLocator
 from .summary import RunSummary
 from .tracking import link_logs_to_run_root
 
-TRACKERS = f"{__package__}.trackers"
-"""The W&B and MLflow presets' glue, in a project generated with them."""
-
 
 class OneLineErrorParser(LightningArgumentParser):
     def __init__(self, *args: Any, links_from_data: bool = True, **kwargs: Any) -> None:
@@ -42,6 +36,8 @@ class OneLineErrorParser(LightningArgumentParser):
         self.links_from_data = links_from_data
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        """jsonargparse reports a wrong type over two lines: the last line of a failed run
+        names both the key and the reason."""
         lines = (line.strip() for line in message.splitlines())
         super().error(" ".join(line for line in lines if line), ex)
 
@@ -72,12 +68,13 @@ class ExampleCLI(LightningCLI):
             raise UserError(
                 f"{self.subcommand} needs {model.__name__}.{step}; this example has none"
             )
-        if importlib.util.find_spec(TRACKERS) is None:
+        trackers = f"{__package__}.trackers"  # in a project generated with W&B and MLflow
+        if importlib.util.find_spec(trackers) is None:
             return
         config = self.config[self.subcommand] if self.subcommand else self.config
         resumed_from = config.get("ckpt_path") if self.subcommand == "fit" else None
         checkpoints = config.get("checkpoint", {}).get("dirpath")
-        importlib.import_module(TRACKERS).fill_logger_paths(config, resumed_from, checkpoints)
+        importlib.import_module(trackers).fill_logger_paths(config, resumed_from, checkpoints)
 
     def instantiate_classes(self) -> None:
         """Let a :class:`UserError` that a class raises while it is built reach the entry
@@ -86,44 +83,37 @@ class ExampleCLI(LightningCLI):
         try:
             super().instantiate_classes()
         except Exception as error:
-            cause = _user_error_in(error)
+            cause: BaseException | None = error
+            while cause is not None and not isinstance(cause, UserError):
+                cause = cause.__cause__ or cause.__context__
             if cause is None:
                 raise
             raise cause from None
 
-    def before_fit(self) -> None:
-        self._check_run_files()
-        checkpoint = self.trainer.checkpoint_callback
-        ckpt_path = self.config_init[str(self.subcommand)].get("ckpt_path")
-        if ckpt_path == "last" and isinstance(checkpoint, ModelCheckpoint) and checkpoint.dirpath:
-            # Lightning would warn and start from scratch: a mistyped root would train anew.
-            folder = Path(checkpoint.dirpath)
-            if "://" not in str(folder) and not list(folder.glob("last*.ckpt")):
+    def _check_run_files(self) -> None:
+        """Refuse folders that cannot be written, and ``--ckpt_path last`` with no last.ckpt
+        (Lightning would start from scratch: a mistyped root would train anew). Outside a fit,
+        which alone writes checkpoints, hide ModelCheckpoint's notice that another folder's
+        will not bring back its list of best files (undone as quiet_third_parties() closes)."""
+        trainer = self.trainer
+        check_writable(trainer.default_root_dir, "--trainer.default_root_dir")
+        checkpoint = trainer.checkpoint_callback
+        if isinstance(checkpoint, ModelCheckpoint) and checkpoint.dirpath:
+            folder = checkpoint.dirpath
+            check_writable(folder, "--checkpoint.dirpath")
+            last = self.subcommand == "fit" and self.config_init["fit"].get("ckpt_path") == "last"
+            if last and "://" not in str(folder) and not list(Path(folder).glob("last*.ckpt")):
                 raise UserError(
                     f"--ckpt_path last: no last.ckpt in {folder} to resume from; "
                     "leave --ckpt_path out to start a new run"
                 )
-
-    def _before_evaluation(self) -> None:
-        """Hide ModelCheckpoint's notice that a checkpoint from another folder will not bring
-        back its list of best files: only a fit writes checkpoints, so outside one it does
-        not apply. The filter lives within quiet_third_parties(), undone when main returns."""
-        self._check_run_files()
-        warnings.filterwarnings("ignore", "The dirpath has changed from", UserWarning)
-
-    before_validate = before_test = before_predict = _before_evaluation
-
-    def _check_run_files(self) -> None:
-        trainer = self.trainer
-        folders: dict[str, str | Path] = {"--trainer.default_root_dir": trainer.default_root_dir}
-        checkpoint = trainer.checkpoint_callback
-        if isinstance(checkpoint, ModelCheckpoint) and checkpoint.dirpath:
-            folders["--checkpoint.dirpath"] = checkpoint.dirpath
-        for option, folder in folders.items():
-            check_writable(folder, option)
         # Lightning's default plugin is replaced; one the user chose is left alone.
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = CheckpointFiles(self.model)
+        if self.subcommand != "fit":
+            warnings.filterwarnings("ignore", "The dirpath has changed from", UserWarning)
+
+    before_fit = before_validate = before_test = before_predict = _check_run_files
 
 
 C = TypeVar("C", bound="DataExampleCLI")
@@ -159,18 +149,17 @@ class DataExampleCLI(ExampleCLI):
         """Refuse a predict that could not use the checkpoint, or a predict file elsewhere."""
         super().before_instantiate_classes()
         subcommand = str(self.subcommand)
-        ckpt_path = self.config[subcommand].ckpt_path
-        predict_file = self.config[subcommand].data.predict_csv
+        config = self.config[subcommand]
+        ckpt_path, predict_file = config.ckpt_path, config.data.predict_csv
         if subcommand != "predict":
             if predict_file is not None:
                 raise UserError(f"--data.predict_csv is read by predict only, not by {subcommand}")
-            return
-        if ckpt_path is None or not Path(str(ckpt_path)).is_file():
+        elif ckpt_path is None or not Path(str(ckpt_path)).is_file():
             raise UserError(
                 "predict builds the model from --ckpt_path FILE, the checkpoint of a fit run"
                 + (f"; {ckpt_path} is not a file" if ckpt_path else "")
             )
-        if predict_file is None:
+        elif predict_file is None:
             raise UserError(
                 f"predict reads --data.predict_csv FILE: name the {self.predicted} to predict"
             )
@@ -203,17 +192,6 @@ class DataExampleCLI(ExampleCLI):
                 },
                 args=args,
             )
-
-
-def _user_error_in(error: BaseException) -> UserError | None:
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, UserError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
 
 
 def check_writable(folder: str | Path, option: str) -> None:
@@ -250,13 +228,7 @@ def processes_released() -> Iterator[None]:
             torch.distributed.destroy_process_group()
 
 
-_NOTICES = (
-    # Lightning's default logger without TensorBoard; TensorBoard is a dependency here, and
-    # the notice asks the user to install what the project already installs.
-    (UserWarning, r"Starting from v1\.9\.0, `tensorboardX` has been removed"),
-    # Raised by Lightning's own use of torch's pytree API, not by the user's code.
-    (FutureWarning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),
-)
+_TIP_SOURCES = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
 
 
 def _not_a_tip(record: logging.LogRecord) -> bool:
@@ -264,19 +236,17 @@ def _not_a_tip(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith("💡 Tip: For seamless cloud")
 
 
-_TIP_SOURCES = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
-
-
 @contextmanager
 def quiet_third_parties(*notices: str) -> Iterator[None]:
-    """While it is open, hide the notices above, matched by category and message, and
-    ``notices`` (message patterns of a command's own), and Lightning's cloud tips, matched
-    by the start of the message on the logger that emits them. Nothing else; on exit every
-    filter is undone."""
+    """While it is open, hide the two notices below, ``notices`` (a command's own message
+    patterns) and Lightning's cloud tips, by the start of the message on the loggers that
+    emit them. Nothing else; on exit every filter is undone."""
     sources = [logging.getLogger(name) for name in _TIP_SOURCES]
     with warnings.catch_warnings():
-        for category, message in _NOTICES:
-            warnings.filterwarnings("ignore", message=message, category=category)
+        # Asks for TensorBoard, for Lightning's default logger: it is a dependency here.
+        warnings.filterwarnings("ignore", "Starting from v1.9.0, `tensorboardX`", UserWarning)
+        # Raised by Lightning's own use of torch's pytree API, not by the user's code.
+        warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)`", FutureWarning)
         for message in notices:
             warnings.filterwarnings("ignore", message=message)
         for source in sources:

@@ -1,9 +1,7 @@
 """One line for a user's mistake: raise :class:`UserError`, and the command line prints
-``error: <message>`` and exits with status 2, the parser's convention for a bad option.
-
-Such a mistake is often found under frames the user never wrote, whose traceback hides the
-one line that matters. Every other exception is a bug or a diverging run and keeps its
-traceback and exit status 1. ``SHOW_TRACEBACK=1`` prints a UserError's traceback too.
+``error: <message>`` and exits with status 2, the parser's convention for a bad option,
+rather than a traceback through frames the user never wrote. Every other exception keeps
+its traceback and exit status 1. ``SHOW_TRACEBACK=1`` prints a UserError's traceback too.
 """
 
 import os
@@ -19,7 +17,6 @@ class UserError(Exception):
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Print a :class:`UserError` raised inside as one line on stderr and exit with 2."""
     try:
         yield
     except UserError as error:

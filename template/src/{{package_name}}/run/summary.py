@@ -1,9 +1,7 @@
 """A callback that ends every ``fit`` with a short printed summary and ``summary.json`` in
 the run's log directory, so a script can read a run's outcome without parsing logs.
-
 Another callback adds keys with a ``summary_extras(trainer, pl_module)`` method (PPO's
-reporting does). Under DDP every process must reach ``on_fit_end``: the log directory is
-agreed on by a broadcast.
+reporting does).
 """
 
 import json
@@ -20,7 +18,6 @@ class RunSummary(Callback):
     def __init__(self, metrics: Sequence[str] = ("val_loss",)) -> None:
         """``metrics``: the logged values to report, as last logged."""
         self.metrics = list(metrics)
-        self._train_start = 0.0
         self.train_seconds = 0.0
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

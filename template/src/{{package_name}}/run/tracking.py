@@ -1,7 +1,5 @@
 """Experiment tracking: add a logger with ``--trainer.logger+=configs/logger/<name>.yaml``.
-
-Every logger's ``save_dir`` is linked to ``--trainer.default_root_dir``, so moving the root
-on the command line moves the logs with it: the path a preset cannot know.
+Its ``save_dir`` follows ``--trainer.default_root_dir``: the path a preset cannot know.
 """
 
 from pathlib import Path
@@ -15,5 +13,4 @@ def run_root(default_root_dir: str | Path | None) -> str:
 
 
 def link_logs_to_run_root(parser: LightningArgumentParser) -> None:
-    """Every configured logger's ``save_dir`` follows ``--trainer.default_root_dir``."""
     parser.link_arguments("trainer.default_root_dir", "trainer.logger.init_args.save_dir", run_root)

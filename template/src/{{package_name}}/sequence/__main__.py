@@ -1,10 +1,8 @@
 """Command line: ``python -m <package>.sequence fit --config configs/sequence.yaml``.
 
-``fit`` hands the model what the data says (its feature columns and statistics, the class
-labels); ``predict --ckpt_path FILE --data.predict_csv FILE`` builds it from the checkpoint
-alone (``run.cli.DataExampleCLI``) and writes ``predictions.csv``, one row per sequence, in
-the run's log folder: the sequence column, ``prediction`` in the labels' own values and
-``confidence``, its probability. Predict on one device.
+``fit`` hands the model what the data says; ``predict --ckpt_path FILE --data.predict_csv
+FILE`` builds it from the checkpoint alone (``run.cli.DataExampleCLI``) and writes
+``predictions.csv`` (``docs/sequence.md``) in the run's log folder, on one device.
 """
 
 from collections.abc import Sequence
@@ -25,9 +23,6 @@ from .module import SequenceClassifier
 class PredictionWriter(BasePredictionWriter):
     """Write ``predictions.csv``, one row per sequence of the predict table, and print its path."""
 
-    def __init__(self) -> None:
-        super().__init__(write_interval="epoch")
-
     def write_on_epoch_end(
         self,
         trainer: L.Trainer,
@@ -39,19 +34,16 @@ class PredictionWriter(BasePredictionWriter):
         if not (trainer.is_global_zero and isinstance(data, SequenceData) and predictions):
             return
         assert isinstance(pl_module, SequenceClassifier)
-        rows, predicted, confidence = (
-            torch.cat(column) for column in zip(*predictions, strict=True)
-        )
-        frame = pd.DataFrame(
+        rows, predicted, confidence = map(torch.cat, zip(*predictions, strict=True))
+        path = Path(trainer.log_dir or trainer.default_root_dir) / "predictions.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(
             {
-                data.sequence: [data.predicted.names[row] for row in rows.tolist()],
+                data.sequence: [data.predicted_names[row] for row in rows.tolist()],
                 "prediction": [pl_module.classes[index] for index in predicted.tolist()],
                 "confidence": confidence.numpy(),
             }
-        )
-        path = Path(trainer.log_dir or trainer.default_root_dir) / "predictions.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(path, index=False)
+        ).to_csv(path, index=False)
         print(path)
 
 
@@ -72,7 +64,7 @@ def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> S
         SequenceClassifier,
         SequenceData,
         ("val_accuracy", "val_loss"),
-        [PredictionWriter(), *callbacks],
+        [PredictionWriter(write_interval="epoch"), *callbacks],
         args,
         __package__,
     )

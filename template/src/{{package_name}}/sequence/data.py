@@ -16,9 +16,6 @@ values rounded to 6 decimals, speakers ``1`` to ``9`` named ``speaker_1`` to ``s
 utterances 1 to 270 were the original training set.
 """
 
-import math
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,7 +24,7 @@ import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch.utilities import rank_zero_info
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, DistributedSampler
 
 from ..core.masks import real_steps
 from ..core.shapes import Bool, Float, Tensor
@@ -38,28 +35,16 @@ SHIPPED = Path(__file__).with_name("japanese_vowels.csv.gz")
 Missing = Literal["error", "drop"]
 
 
-@dataclass(frozen=True)
-class Sequences:
-    """A table read into sequences: ``steps[i]`` is sequence ``names[i]``'s features."""
-
-    names: list[Any]
-    steps: list[Float[Tensor, "time feature"]]
-    labels: list[Any] | None
-    feature_columns: list[str]
-
-
-def _describe(value: Any) -> str:
-    return repr(value.item() if isinstance(value, np.generic) else value)
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _first_text(column: pd.Series, name: object) -> str:
     """A left-out text column, named with its first cell that is not a number, so that a
     typo in a numeric column shows."""
-    if pd.api.types.is_numeric_dtype(column):
-        return ""
     numbers = pd.Series(pd.to_numeric(column, errors="coerce"))
     cells = pd.Series(column.loc[numbers.isna() & column.notna()])
-    if not len(cells):
+    if pd.api.types.is_numeric_dtype(column) or cells.empty:
         return ""
     return f"{name} (text: {cells.iloc[0]!r} in data row {int(cells.index[0]) + 1})"
 
@@ -71,10 +56,10 @@ def read_sequences(
     target: str | None,
     missing: Missing,
     feature_columns: list[str] | None = None,
-) -> Sequences:
-    """Read a long table, or raise a :class:`UserError` naming what is wrong. The features
-    are ``feature_columns`` (a checkpoint's, for predict), or else every other numeric column.
-    """
+) -> tuple[list[Any], list[Float[Tensor, "time feature"]], list[Any], list[str]]:
+    """Each sequence's name, steps and label (none without a ``target``), and the feature
+    columns of a long table, or a :class:`UserError` naming what is wrong. The features are
+    ``feature_columns`` (a checkpoint's, for predict), or else every other numeric column."""
     if not path.is_file():
         raise UserError(f"{path}: no such file")
     try:
@@ -87,73 +72,58 @@ def read_sequences(
         raise UserError(f"--data.sequence, --data.order and --data.target name {named}: one each")
     if feature_columns is None:
         others = [column for column in frame.columns if column not in named]
-        feature_columns = [
-            str(column) for column in others if pd.api.types.is_numeric_dtype(frame[column])
-        ]
+        feature_columns = [str(c) for c in others if pd.api.types.is_numeric_dtype(frame[c])]
         if not feature_columns:
             raise UserError(f"{path}: no numeric column left for features besides {named}")
-        text = [_first_text(frame[column], column) for column in others]
-        left_out = [note for note in text if note]
+        left_out = [note for column in others if (note := _first_text(frame[column], column))]
         rank_zero_info(
             f"{path}: {len(feature_columns)} feature columns"
             + (f"; left out: {', '.join(left_out)}" if left_out else "")
         )
-    absent = [column for column in [*named, *feature_columns] if column not in frame.columns]
-    if absent:
+    if absent := [column for column in [*named, *feature_columns] if column not in frame.columns]:
         known = ", ".join(map(str, frame.columns))
         raise UserError(f"{path}: no column {', '.join(map(repr, absent))}; it has {known}")
     frame = pd.DataFrame(frame.loc[:, [*named, *feature_columns]])
     features = pd.DataFrame(frame.loc[:, feature_columns].apply(pd.to_numeric, errors="coerce"))
     gaps = pd.Series(features.isna().any(axis=1) | frame.loc[:, named].isna().any(axis=1))
+    if gaps.any() and missing == "error":
+        raise UserError(
+            f"{path}: data row {gaps.to_numpy().argmax() + 1} has a missing or non-numeric value "
+            f"({int(gaps.sum())} such rows); --data.missing drop leaves them out"
+        )
     if gaps.any():
-        row = int(np.flatnonzero(gaps.to_numpy())[0])
-        if missing == "error":
+        if lost := set(frame[sequence].dropna()) - set(frame.loc[~gaps, sequence]):
             raise UserError(
-                f"{path}: data row {row + 1} has a missing or non-numeric value "
-                f"({int(gaps.sum())} such rows); --data.missing drop leaves them out"
-            )
-        kept = frame.loc[~gaps]
-        lost = set(frame[sequence].dropna()) - set(kept[sequence])
-        if lost:
-            raise UserError(
-                f"{path}: sequence {_describe(sorted(lost, key=str)[0])} has no row left "
+                f"{path}: sequence {_plain(sorted(lost, key=str)[0])!r} has no row left "
                 f"after --data.missing drop ({len(lost)} such sequences)"
             )
-        frame, features = kept, features.loc[~gaps]
-    groups = frame.groupby(sequence, sort=False)
+        frame, features = frame.loc[~gaps], features.loc[~gaps]
     if target is not None:
-        labels = pd.Series(groups[target].nunique())
-        mixed = labels.loc[labels > 1]
-        if len(mixed):
-            name = mixed.index[0]
-            seen = frame.loc[frame[sequence] == name, target].unique()[:2]
+        labels = pd.Series(frame.groupby(sequence, sort=False)[target].unique())
+        if len(mixed := labels.loc[labels.map(len) > 1]):
+            first, second = map(_plain, mixed.iloc[0][:2])
             raise UserError(
-                f"{path}: sequence {_describe(name)} has more than one {target!r}: "
-                f"{_describe(seen[0])} and {_describe(seen[1])}; the target is one label "
-                "per sequence"
+                f"{path}: sequence {_plain(mixed.index[0])!r} has more than one {target!r}: "
+                f"{first!r} and {second!r}; the target is one label per sequence"
             )
     if order is not None:
-        text = _first_text(frame[order], repr(order))
-        if text:
+        if text := _first_text(frame[order], repr(order)):
             raise UserError(f"{path}: --data.order column {text}; steps are ordered by numbers")
-        repeated = frame.duplicated(subset=[sequence, order])
-        if repeated.any():
-            row = frame.loc[repeated].iloc[0]
+        if len(repeated := frame.loc[frame.duplicated(subset=[sequence, order])]):
             raise UserError(
-                f"{path}: sequence {_describe(row[sequence])} has {order!r} "
-                f"{_describe(row[order])} twice; each step needs its own place"
+                f"{path}: sequence {_plain(repeated[sequence].iloc[0])!r} has {order!r} "
+                f"{_plain(repeated[order].iloc[0])!r} twice; each step needs its own place"
             )
         frame = frame.sort_values(by=[sequence, order], kind="stable")
         features = features.loc[frame.index]
     values = features.to_numpy(dtype=np.float32)
-    names, steps, labels = [], [], []
-    for name, rows in frame.groupby(sequence, sort=False).indices.items():
-        names.append(name.item() if isinstance(name, np.generic) else name)
-        steps.append(torch.from_numpy(values[rows]))
-        if target is not None:
-            label = frame[target].iloc[rows[0]]
-            labels.append(label.item() if isinstance(label, np.generic) else label)
-    return Sequences(names, steps, labels if target is not None else None, feature_columns)
+    groups = frame.groupby(sequence, sort=False).indices
+    return (
+        [_plain(name) for name in groups],
+        [torch.from_numpy(values[rows]) for rows in groups.values()],
+        [_plain(frame[target].iloc[rows[0]]) for rows in groups.values()] if target else [],
+        feature_columns,
+    )
 
 
 def pad(
@@ -164,6 +134,11 @@ def pad(
     lengths = torch.tensor([len(sequence) for sequence in steps])
     padded = torch.nn.utils.rnn.pad_sequence(steps, batch_first=True)
     return padded, real_steps(lengths, padded.shape[1])
+
+
+def collate(items: list[tuple[Tensor, int]]) -> Batch:
+    features, real = pad([steps for steps, _ in items])
+    return features, real, torch.tensor([label for _, label in items])
 
 
 class SequenceData(L.LightningDataModule):
@@ -201,67 +176,65 @@ class SequenceData(L.LightningDataModule):
             raise UserError(f"--data.val_fraction must be in (0, 1), got {val_fraction}")
         if batch_size < 1:
             raise UserError(f"--data.batch_size must be at least 1, got {batch_size}")
-        self.sequence, self.order = sequence, order
+        self.sequence, self.order, self.batch_size, self.seed = sequence, order, batch_size, seed
         self.missing: Missing = missing
-        self.batch_size, self.seed = batch_size, seed
-        self.predict_csv = None if predict_csv is None else Path(predict_csv)
-        if self.predict_csv is not None:
+        self.predict_csv = Path(predict_csv) if predict_csv else None
+        if self.predict_csv:
             return  # predict reads its table once the checkpoint has said which features
         path = SHIPPED if csv_path is None else Path(csv_path)
-        table = read_sequences(path, sequence, order, target, missing)
-        assert table.labels is not None
+        names, steps, labels, self.feature_columns = read_sequences(
+            path, sequence, order, target, missing
+        )
         generator = torch.Generator().manual_seed(seed)
-        shuffled = torch.randperm(len(table.names), generator=generator).tolist()
+        shuffled = torch.randperm(len(names), generator=generator).tolist()
         num_val = max(1, round(val_fraction * len(shuffled)))
-        if len(shuffled) - num_val < 1:
-            raise UserError(f"{path}: {len(shuffled)} sequences leave none for training")
         val, train = shuffled[:num_val], shuffled[num_val:]
-        self.classes = sorted(set(table.labels), key=str)
+        if not train:
+            raise UserError(f"{path}: {len(shuffled)} sequences leave none for training")
+        self.classes = sorted(set(labels), key=str)
         for split, other, name in ((train, val, "training"), (val, train, "validation")):
-            only = {table.labels[i] for i in split} - {table.labels[i] for i in other}
-            if only:
+            if only := {labels[i] for i in split} - {labels[i] for i in other}:
                 raise UserError(
-                    f"{path}: class {_describe(sorted(only, key=str)[0])} is in the {name} "
+                    f"{path}: class {_plain(sorted(only, key=str)[0])!r} is in the {name} "
                     f"split only; every class needs sequences in both (more data, or "
                     "another --data.seed or --data.val_fraction)"
                 )
         index = {label: position for position, label in enumerate(self.classes)}
-        self.feature_columns = table.feature_columns
-        self.num_features = len(table.feature_columns)
-        training_steps = torch.cat([table.steps[i] for i in train]).double()
+        self.num_features = len(self.feature_columns)
+        training_steps = torch.cat([steps[i] for i in train]).double()
         std = training_steps.std(dim=0) if len(training_steps) > 1 else torch.ones(1)
         self.feature_mean = training_steps.mean(dim=0).tolist()
         self.feature_std = torch.where(std > 0, std, 1.0).expand(self.num_features).tolist()
-        self.train_set = [(table.steps[i], index[table.labels[i]]) for i in train]
-        self.val_set = [(table.steps[i], index[table.labels[i]]) for i in val]
+        self.train_set = [(steps[i], index[labels[i]]) for i in train]
+        self.val_set = [(steps[i], index[labels[i]]) for i in val]
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set, shuffle=False)
 
     def predict_dataloader(self) -> DataLoader:
         """The predict table's sequences, in the table's order, each with its position."""
         assert self.predict_csv is not None and self.trainer is not None
         model = self.trainer.lightning_module
         assert isinstance(model, SequenceClassifier)
-        columns = model.feature_columns
-        self.predicted = read_sequences(
-            self.predict_csv, self.sequence, self.order, None, self.missing, columns
+        self.predicted_names, steps, _, _ = read_sequences(
+            self.predict_csv, self.sequence, self.order, None, self.missing, model.feature_columns
         )
-        if not self.predicted.names:
+        if not steps:
             raise UserError(f"{self.predict_csv}: no sequence to predict")
         if self.sequence in ("prediction", "confidence"):
             raise UserError(
                 f"--data.sequence {self.sequence!r} is a column predictions.csv writes; "
                 "rename it first"
             )
-        items = list(zip(self.predicted.steps, range(len(self.predicted.names)), strict=True))
-        # A list is a map-style dataset: items by position.
-        return DataLoader(items, batch_size=self.batch_size, collate_fn=collate)  # pyright: ignore[reportArgumentType]
+        return self._loader([(sequence, row) for row, sequence in enumerate(steps)])
 
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, shuffle=False)
-
-    def _loader(self, items: list[tuple[Tensor, int]], shuffle: bool) -> DataLoader:
+    def _loader(self, items: list[tuple[Tensor, int]], shuffle: bool = False) -> DataLoader:
+        """This process's batches, ``batch_size`` over all processes. A DistributedSampler
+        even in one process: Lightning swaps in none of its own, and epoch ``k``'s order is
+        seeded by ``seed + k`` alone, so a resumed run sees the batches a whole one would."""
         world, rank = (
             (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         )
@@ -269,51 +242,6 @@ class SequenceData(L.LightningDataModule):
             raise UserError(
                 f"--data.batch_size {self.batch_size} does not split over {world} processes"
             )
-        dataset = Batches(items)
-        batches = ShardBatches(
-            dataset,
-            self.batch_size // world,
-            num_replicas=world,
-            rank=rank,
-            shuffle=shuffle,
-            seed=self.seed,
-        )
-        return DataLoader(dataset, sampler=batches, batch_size=None)
-
-
-class Batches(Dataset):
-    """Sequences and their labels; indexed by a list of positions, a padded batch of them."""
-
-    def __init__(self, items: list[tuple[Tensor, int]]) -> None:
-        self.items = items
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, rows: list[int]) -> Batch:
-        return collate([self.items[row] for row in rows])
-
-
-class ShardBatches(DistributedSampler):
-    """This process's rows, in the parent's order, as batches of ``batch_size``: epoch ``k``'s
-    order is seeded by ``seed + k`` alone, so a resumed run sees the batches an uninterrupted
-    one would, and N processes together take the batches one would. It stays a
-    ``DistributedSampler`` so that Lightning calls ``set_epoch`` on it and swaps in none of
-    its own under DDP."""
-
-    def __init__(self, dataset: Batches, batch_size: int, **kwargs: Any) -> None:
-        super().__init__(dataset, **kwargs)
-        self.batch_size = batch_size
-
-    def __iter__(self) -> Iterator[list[int]]:  # pyright: ignore[reportIncompatibleMethodOverride]
-        rows = list(super().__iter__())
-        for start in range(0, len(rows), self.batch_size):
-            yield rows[start : start + self.batch_size]
-
-    def __len__(self) -> int:
-        return math.ceil(self.num_samples / self.batch_size)
-
-
-def collate(items: list[tuple[Tensor, int]]) -> Batch:
-    features, real = pad([steps for steps, _ in items])
-    return features, real, torch.tensor([label for _, label in items])
+        # A list is a map-style dataset: items by position.
+        shard = DistributedSampler(items, world, rank, shuffle, self.seed)  # pyright: ignore[reportArgumentType]
+        return DataLoader(items, self.batch_size // world, sampler=shard, collate_fn=collate)  # pyright: ignore[reportArgumentType]

@@ -1,11 +1,9 @@
 """The sequence classifier: a small Transformer encoder over padded batches, pooled over
 each sequence's real steps.
 
-Attention attends real keys only and pooling averages real steps only, so what sits in the
-padding (or how much of it there is) changes no output (``tests/test_behaviour.py``). The
-module keeps the training steps' feature statistics and the class labels as
+Attention attends real keys only and pooling averages real steps only, so padding changes
+no output (``tests/test_behaviour.py``). The feature statistics and class labels are
 hyperparameters, so a checkpoint alone predicts a new table, in the labels' own values.
-Validation is computed over the whole split once per epoch, gathered from every process.
 """
 
 import math
@@ -140,15 +138,11 @@ class SequenceClassifier(L.LightningModule):
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
         self.classes: list[Any] = list(classes or range(2))
         self.feature_columns: list[str] = list(feature_columns or [])
-        self.learning_rate: float = learning_rate
-        self.weight_decay: float = weight_decay
         if width % heads:
             raise UserError(f"--model.width {width} does not split into {heads} heads")
         mean = torch.tensor(feature_mean or [0.0] * num_features)
-        std = torch.tensor(feature_std or [1.0] * num_features)
-        if mean.shape != (num_features,) or std.shape != (num_features,):
-            raise ValueError(f"feature_mean and feature_std need {num_features} values each")
         self.register_buffer("feature_mean", mean, persistent=False)  # hyperparameters hold them
+        std = torch.tensor(feature_std or [1.0] * num_features)
         self.register_buffer("feature_std", std, persistent=False)
         self.encoder = SequenceEncoder(
             num_features, len(self.classes), width, heads, layers, dropout
@@ -203,9 +197,8 @@ class SequenceClassifier(L.LightningModule):
         return rows, predicted, confidence
 
     def configure_optimizers(self) -> Any:
-        optimizer = torch.optim.AdamW(
-            self.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay
-        )
+        lr, weight_decay = self.hparams["learning_rate"], self.hparams["weight_decay"]
+        optimizer = torch.optim.AdamW(self.parameters(), lr=lr, weight_decay=weight_decay)
         total = self.trainer.estimated_stepping_batches
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, int(total)))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
