@@ -238,10 +238,11 @@ class SequenceData(L.LightningDataModule):
         world, rank = (
             (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         )
-        if self.batch_size % world:
+        per_process, rest = divmod(self.batch_size, world)
+        if rest:
             raise UserError(
                 f"--data.batch_size {self.batch_size} does not split over {world} processes"
             )
-        # A list is a map-style dataset: items by position.
-        shard = DistributedSampler(items, world, rank, shuffle, self.seed)  # pyright: ignore[reportArgumentType]
-        return DataLoader(items, self.batch_size // world, sampler=shard, collate_fn=collate)  # pyright: ignore[reportArgumentType]
+        dataset: Any = items  # a list is a map-style dataset: items by position
+        shard = DistributedSampler(dataset, world, rank, shuffle, self.seed)
+        return DataLoader(dataset, batch_size=per_process, sampler=shard, collate_fn=collate)
