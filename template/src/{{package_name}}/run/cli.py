@@ -68,7 +68,7 @@ class ExampleCLI(LightningCLI):
             raise UserError(
                 f"{self.subcommand} needs {model.__name__}.{step}; this example has none"
             )
-        trackers = f"{__package__}.trackers"  # in a project generated with W&B and MLflow
+        trackers = f"{__package__}.trackers"  # the W&B and MLflow presets' glue, where generated
         if importlib.util.find_spec(trackers) is None:
             return
         config = self.config[self.subcommand] if self.subcommand else self.config
