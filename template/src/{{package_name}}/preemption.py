@@ -1,20 +1,16 @@
-"""On SLURM, save a checkpoint and requeue the job when the scheduler warns that time is up.
+"""On SLURM, save a checkpoint and requeue the job when the scheduler warns that time is up
+(``#SBATCH --signal=SIGUSR1@90``; docs/clusters.md).
 
-``#SBATCH --signal=SIGUSR1@90`` sends SIGUSR1 to every task 90 s before the time limit.
 Lightning's own handler saves and requeues inside the signal handler, wherever each process
 happens to be: under DDP one may wait in the checkpoint's barrier while another waits in a
-gradient all-reduce, and the job hangs. This callback's handler only notes the signal; after
-every training batch the processes agree, in one all-reduce, whether any of them got it, so
-all of them save ``hpc_ckpt_<N>.ckpt`` at the same step, and the first one requeues the job.
-If the requeue is refused, the run trains until its time limit as it would have anyway.
-
-The requeued job resumes by itself: Lightning resumes any run under SLURM without
-``--ckpt_path`` from the newest ``hpc_ckpt_<N>.ckpt`` in ``default_root_dir``.
+gradient all-reduce, and the job hangs. This handler only notes the signal; after every
+training batch the processes agree, in one all-reduce, whether any got it, so all of them
+save ``hpc_ckpt_<N>.ckpt`` at the same step and the first one requeues the job. Lightning
+resumes any run under SLURM without ``--ckpt_path`` from the newest of those files.
 """
 
 import logging
 import os
-import re
 import signal
 import subprocess
 from pathlib import Path
@@ -40,18 +36,15 @@ class SlurmRequeue(Callback):
         environment = getattr(trainer.strategy, "cluster_environment", None)
         if isinstance(environment, SLURMEnvironment) and not environment.auto_requeue:
             return  # the user turned requeueing off
-        if stage != "fit" or not SLURMEnvironment.detect():
-            return
-        requeue_signal = getattr(environment, "requeue_signal", None) or signal.SIGUSR1
-        self._signal = signal.Signals(requeue_signal)
-        self._previous = signal.signal(self._signal, self._note)
+        if stage == "fit" and SLURMEnvironment.detect():
+            requeue_signal = getattr(environment, "requeue_signal", None) or signal.SIGUSR1
+            self._signal = signal.Signals(requeue_signal)
+            self._previous = signal.signal(self._signal, self._note)
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
         self._requested = True
 
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any, **kwargs: Any
-    ) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, *_: Any) -> None:
         if self._signal is None:
             return
         if not trainer.strategy.reduce_boolean_decision(self._requested, all=False):
@@ -63,41 +56,31 @@ class SlurmRequeue(Callback):
         if trainer.is_global_zero:
             requeue()
 
-    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        self._restore()
-
-    def on_exception(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
-    ) -> None:
-        self._restore()
-
-    def _restore(self) -> None:
+    def teardown(self, *_: Any) -> None:
         if self._signal is not None:
             signal.signal(self._signal, self._previous)
             self._signal = None
 
+    def on_exception(self, *_: Any) -> None:
+        self.teardown()
+
 
 def hpc_checkpoint_path(root: str | Path) -> Path:
     """The next ``hpc_ckpt_<N>.ckpt`` in ``root``: Lightning resumes from the highest N."""
-    numbers = [
-        int(match.group(1))
-        for path in Path(root).glob("hpc_ckpt_*.ckpt")
-        if (match := re.fullmatch(r"hpc_ckpt_(\d+)\.ckpt", path.name))
-    ]
-    return Path(root) / f"hpc_ckpt_{max(numbers, default=0) + 1}.ckpt"
+    names = [path.stem.removeprefix("hpc_ckpt_") for path in Path(root).glob("hpc_ckpt_*.ckpt")]
+    number = max((int(name) for name in names if name.isdecimal()), default=0) + 1
+    return Path(root) / f"hpc_ckpt_{number}.ckpt"
 
 
 def requeue() -> None:
     """``scontrol requeue`` this job (this array task, in an array job)."""
-    array_job = os.environ.get("SLURM_ARRAY_JOB_ID")
-    job = f"{array_job}_{os.environ['SLURM_ARRAY_TASK_ID']}" if array_job else None
-    job = job or os.environ["SLURM_JOB_ID"]
+    array = os.environ.get("SLURM_ARRAY_JOB_ID")
+    job = f"{array}_{os.environ['SLURM_ARRAY_TASK_ID']}" if array else os.environ["SLURM_JOB_ID"]
     try:
-        done = subprocess.run(["scontrol", "requeue", job], check=False)
+        status: int | str = subprocess.run(["scontrol", "requeue", job], check=False).returncode
     except FileNotFoundError:
-        log.warning("scontrol was not found: job %s was not requeued", job)
-        return
-    if done.returncode:
-        log.warning("scontrol requeue %s failed with status %d", job, done.returncode)
+        status = "scontrol was not found"
+    if status:
+        log.warning("SLURM job %s was not requeued: %s", job, status)
     else:
         log.info("requeued SLURM job %s", job)

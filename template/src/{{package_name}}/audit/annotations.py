@@ -13,7 +13,7 @@ violation in the parameters is reported by the first stand-in only.
 import dis
 import functools
 import inspect
-import sys
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -27,21 +27,12 @@ from beartype.roar import (
 
 from .findings import Finding, Findings, place
 
-__all__ = ["TYPECHECKER", "recording", "reporting_beartype"]
-
 TYPECHECKER = f"{__name__}.reporting_beartype"
 """What ``jaxtyping.install_import_hook(..., typechecker=...)`` takes: a dotted name."""
 
-_findings: Findings | None = None
-"""Where violations go while an audit runs; outside one they raise as beartype's would."""
-_raise_after_recording = False
-
-
-def recording(findings: Findings | None, stop_on_first: bool = False) -> None:
-    """Send violations to ``findings`` (None: raise them again); with ``stop_on_first`` the
-    first one is recorded and then raised."""
-    global _findings, _raise_after_recording
-    _findings, _raise_after_recording = findings, stop_on_first
+RECORDING: list[tuple[Findings, bool]] = []
+"""While an audit runs: where violations go, and whether the first is raised once recorded
+(``--stop-on-first``). Outside one they raise as beartype's would."""
 
 
 def reporting_beartype(stand_in: Callable[..., Any]) -> Callable[..., Any]:
@@ -57,9 +48,9 @@ def reporting_beartype(stand_in: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return checked(*args, **kwargs)
         except BeartypeCallHintViolation as violation:
-            findings = _findings
-            if findings is None:
+            if not RECORDING:
                 raise
+            findings, stop_on_first = RECORDING[-1]
             if output is None:
                 _record(findings, stand_in, *_culprit(stand_in, args, kwargs))
             elif isinstance(violation, BeartypeCallHintReturnViolation):
@@ -67,8 +58,8 @@ def reporting_beartype(stand_in: Callable[..., Any]) -> Callable[..., Any]:
                 _record(findings, stand_in, "return", hint, kwargs.get(output))
             else:
                 return None  # the parameters: already reported by the other stand-in
-            if _raise_after_recording:
-                recording(None)  # jaxtyping's own report of the error re-runs the check
+            if stop_on_first:
+                RECORDING.clear()  # jaxtyping's own report of the error re-runs the check
                 raise
             return None
 
@@ -90,17 +81,12 @@ def _culprit(
     """The first parameter whose value its hint refuses, checked in order within the same
     shape memo, so axis sizes bound by the earlier parameters still count."""
     signature = inspect.signature(stand_in)
-    bound = signature.bind(*args, **kwargs)
-    for name, value in bound.arguments.items():
+    for name, value in signature.bind(*args, **kwargs).arguments.items():
         hint = stand_in.__annotations__.get(name, Any)
-        kind = signature.parameters[name].kind
-        if kind is inspect.Parameter.VAR_POSITIONAL:
-            values = value
-        elif kind is inspect.Parameter.VAR_KEYWORD:
-            values = value.values()
-        else:
-            values = (value,)
-        for item in values:
+        kind, items = signature.parameters[name].kind, (value,)
+        if kind in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD):  # a tuple, or a dict
+            items = value.values() if isinstance(value, dict) else value
+        for item in items:
             if not is_bearable(item, hint):
                 return name, hint, item
     return "(parameters)", None, None
@@ -113,7 +99,7 @@ def _record(
     call in a loop given a new wrong value each step stays one finding."""
     function = f"{stand_in.__module__}.{stand_in.__qualname__}"
     expected, (actual, value_type, shapes) = _hint_text(hint), _describe(value)
-    file, line, source = place(sys._getframe(1)) or ("<unknown>", 0, "")
+    file, line, source = place(inspect.currentframe()) or ("<unknown>", 0, "")
     key = ("annotation", file, line, function, argument, expected, value_type, *map(tuple, shapes))
 
     def make() -> Finding:
@@ -127,12 +113,8 @@ def _record(
 
 def _hint_text(hint: object) -> str:
     """``Float[Tensor, 'batch']``, ``int``, ``list[int]``: a hint as its author wrote it."""
-    text = repr(hint)
-    if text.startswith("<class '") and text.endswith("'>"):
-        text = text[len("<class '") : -2]
-    for prefix in ("jaxtyping.", "typing.", "builtins.", "torch."):
-        text = text.replace(prefix, "")
-    return text
+    text = re.sub(r"^<class '(.*)'>$", r"\1", repr(hint))
+    return re.sub(r"\b(jaxtyping|typing|builtins|torch)\.", "", text)
 
 
 def _describe(value: object) -> tuple[str, str, list[list[int]]]:

@@ -1,37 +1,32 @@
 """What the audit reports: one :class:`Finding` per distinct problem, with how often it
-happened, and the JSON report CI reads. A broadcast is merged by (file, line, op, shapes);
-an annotation by (file, line, function, argument, expected hint, the value's type, shapes),
-so one violation inside a loop is one finding whatever the value at each step.
-
-A finding's place is the innermost frame outside torch and the checkers (jaxtyping,
-beartype, this audit). When that frame is in an installed library (under the standard
-library or a site-packages folder), ``library`` names it and ``user_file``, ``user_line``
-and ``user_source`` give the first frame in the user's own files: the call to change.
+happened, and the JSON report CI reads (docs/audit.md says what a finding holds). Its place
+is the innermost frame outside torch, the checkers and this audit; when that is inside an
+installed library, the first frame in the user's own files is the call to change.
 """
 
-import importlib.util
+import inspect
 import json
 import linecache
 import os
-import sys
 import sysconfig
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
-from ..core.broadcast import Stretch
+import beartype
+import jaxtyping
+import torch
 
-__all__ = ["Finding", "Findings", "place"]
+from ..core import broadcast
+from ..core.broadcast import Stretch
 
 
 @dataclass
 class Finding:
-    """One distinct problem. ``kind`` is ``"broadcast"`` (``op`` stretched ``shapes`` to
-    ``result``) or ``"annotation"`` (``function``'s ``argument`` was ``actual``, not
-    ``expected``; ``op`` is the function, ``shapes`` the value's shape if it has one, and
-    ``result`` empty). ``actual`` is the first value seen; ``count`` counts them all."""
+    """One distinct problem: ``op`` stretched ``shapes`` to ``result``, or (an annotation)
+    ``function``'s ``argument`` was ``actual``, the first value seen, not ``expected``."""
 
     kind: Literal["broadcast", "annotation"]
     op: str
@@ -50,10 +45,6 @@ class Finding:
     expected: str | None = None
     actual: str | None = None
 
-    def as_json(self) -> dict[str, Any]:
-        """Every field but those that do not apply to this finding (None)."""
-        return {key: value for key, value in asdict(self).items() if value is not None}
-
     def summary(self) -> str:
         """Two or three lines for the terminal; the JSON report is the full record."""
         times = f"{self.count} time{'s' * (self.count != 1)}"
@@ -65,69 +56,49 @@ class Finding:
             what = f"{self.function}: {self.argument} is {self.actual}, not {self.expected}"
         lines = [f"  {what}, {times}", f"    at {self.file}:{self.line}: {self.source}"]
         if self.library is not None:
-            inside = f"    inside {self.library}"
+            lines.append(f"    inside {self.library}")
             if self.user_file is not None:
-                inside += f", called from {self.user_file}:{self.user_line}: {self.user_source}"
-            lines.append(inside)
+                lines[-1] += f", called from {self.user_file}:{self.user_line}: {self.user_source}"
         return "\n".join(lines)
 
 
-class Findings:
-    """The findings of one run, in the order they were first seen."""
-
-    def __init__(self) -> None:
-        self._by_key: dict[tuple[Any, ...], Finding] = {}
+class Findings(dict[tuple[Any, ...], Finding]):
+    """The findings of one run by their key, in the order they were first seen."""
 
     def add(self, key: tuple[Any, ...], make: Callable[[], Finding]) -> None:
         """Count one more of ``key``; ``make`` builds the finding the first time only, so a
         bug inside a training loop costs a dictionary lookup per step after the first."""
-        found = self._by_key.get(key)
-        if found is None:
-            self._by_key[key] = found = make()
-            _attribute(found, sys._getframe(1))
+        if key in self:
+            self[key].count += 1
         else:
-            found.count += 1
+            self[key] = make()
+            _attribute(self[key], inspect.currentframe())
 
-    def add_stretch(self, stretch: Stretch) -> None:
+    def add_stretch(self, s: Stretch) -> None:
         """``BroadcastGuard(on_stretch=...)``."""
-        shapes = [list(shape) for shape in stretch.shapes]
-        file = stretch.file if stretch.file.startswith("<") else os.path.abspath(stretch.file)
+        file = s.file if s.file.startswith("<") else os.path.abspath(s.file)
+        shapes = [list(shape) for shape in s.shapes]
 
         def make() -> Finding:
-            result = list(stretch.result)
-            return Finding(
-                "broadcast", stretch.op, shapes, result, file, stretch.line, stretch.source
-            )
+            return Finding("broadcast", s.op, shapes, list(s.result), file, s.line, s.source)
 
-        self.add((stretch.file, stretch.line, stretch.op, stretch.shapes), make)
-
-    def __iter__(self) -> Iterator[Finding]:
-        return iter(self._by_key.values())
-
-    def __len__(self) -> int:
-        return len(self._by_key)
+        self.add((s.file, s.line, s.op, s.shapes), make)
 
     def write(self, path: Path) -> None:
-        """A JSON list, one finding per line."""
-        rows = [json.dumps(finding.as_json()) for finding in self]
+        """A JSON list, one finding per line, without the fields that do not apply (None)."""
+        rows = [
+            json.dumps({key: value for key, value in asdict(found).items() if value is not None})
+            for found in self.values()
+        ]
         path.write_text(
             "[\n" + ",\n".join(f"  {row}" for row in rows) + "\n]\n" if rows else "[]\n"
         )
 
 
-def _folder(name: str) -> str | None:
-    spec = importlib.util.find_spec(name)  # a top-level name: found, not imported
-    return os.path.join(os.path.dirname(spec.origin), "") if spec and spec.origin else None
-
-
-_MACHINERY = tuple(
-    folder
-    for folder in (
-        *map(_folder, ("torch", "jaxtyping", "beartype")),
-        os.path.join(os.path.dirname(__file__), ""),
-        os.path.abspath(sys.modules[Stretch.__module__].__file__ or ""),
-    )
-    if folder
+_MACHINERY = (
+    *(os.path.join(os.path.dirname(str(m.__file__)), "") for m in (torch, jaxtyping, beartype)),
+    os.path.join(os.path.dirname(__file__), ""),
+    os.path.abspath(str(broadcast.__file__)),
 )
 """Frames that are never a finding's place: torch, the checkers, the guard and the audit."""
 _STANDARD_LIBRARY = {os.path.realpath(sysconfig.get_path(key)) for key in ("stdlib", "platstdlib")}

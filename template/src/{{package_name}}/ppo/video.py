@@ -14,20 +14,17 @@ from ..run.errors import UserError
 from .evaluate import evaluate
 from .module import PPOModule
 
-PACKAGES = ("imageio", "imageio_ffmpeg", "pygame")
-"""What a video imports: the MP4 writer, its ffmpeg, and gymnasium's renderer."""
-
 
 def check(path: str) -> None:
     """Refuse, before the replay starts, a file that is not an MP4 or a missing extra."""
     if Path(path).suffix.lower() != ".mp4":
         raise UserError(f"--video {path}: the file name must end in .mp4")
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")  # pygame's greeting on import
-    for package in PACKAGES:
+    for package in ("imageio", "imageio_ffmpeg", "pygame"):  # gymnasium draws with pygame
         try:
             importlib.import_module(package)
         except ImportError as error:
-            project = __package__.split(".")[0] if __package__ else "the project"
+            project = str(__package__).partition(".")[0]
             raise UserError(
                 f"--video needs the [video] extra (pip install '{project}[video]'): "
                 f"cannot import {package} ({error})"
@@ -43,9 +40,8 @@ def record(module: PPOModule, seed: int, path: str) -> int:
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     frames: list[Any] = []  # RGB images, as imageio's annotation spells them
     evaluate(module.agent, module.hparams.env_id, 1, seed, frames=frames)
-    probe = gym.make(module.hparams.env_id)
-    fps = probe.metadata.get("render_fps") or 30
-    probe.close()
+    with gym.make(module.hparams.env_id) as probe:
+        fps = probe.metadata.get("render_fps") or 30
     # Even sides, as H.264's usual pixel format needs; imageio pads an odd side.
     imageio.mimwrite(path, frames, fps=fps, macro_block_size=2)
     return len(frames)

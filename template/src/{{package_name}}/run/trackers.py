@@ -31,30 +31,27 @@ def fill_logger_paths(
     ``--ckpt_path`` of a fit (``last``: the newest ``last*.ckpt`` in ``checkpoint_dir``).
     With a W&B logger, :class:`WandbRunId` joins the trainer's callbacks."""
     root = Path(run_root(config.trainer.get("default_root_dir"))).resolve()
-    run_id = None
-    has_wandb = False
     loggers = config.trainer.get("logger")  # one, a list, or a bool
+    wandb = False
     for logger in loggers if isinstance(loggers, list) else [loggers]:
-        init_args = logger.get("init_args") if isinstance(logger, Namespace) else None
-        if init_args is None:
+        if not isinstance(logger, Namespace) or logger.get("init_args") is None:
             continue
-        name = str(logger.get("class_path", "")).rsplit(".", 1)[-1]
+        name, init = str(logger.get("class_path", "")).rsplit(".", 1)[-1], logger.init_args
         if name == "MLFlowLogger":
-            if not init_args.get("tracking_uri"):
-                init_args.tracking_uri = f"sqlite:///{root / 'mlflow.db'}"
-            if not init_args.get("artifact_location"):
-                init_args.artifact_location = str(root / "mlartifacts")
-        if name == "WandbLogger":
-            has_wandb = True
-            if not (init_args.get("id") or init_args.get("version")):
-                run_id = run_id or _recorded_wandb_id(resumed_from, checkpoint_dir)
-                init_args.id = run_id
+            init.tracking_uri = init.get("tracking_uri") or f"sqlite:///{root / 'mlflow.db'}"
+            init.artifact_location = init.get("artifact_location") or str(root / "mlartifacts")
+        elif name == "WandbLogger":
+            wandb = True
+            if not (init.get("id") or init.get("version")):
+                init.id = _recorded_wandb_id(resumed_from, checkpoint_dir)
     callbacks = config.trainer.get("callbacks") or []
     callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
     recorder = f"{__name__}.WandbRunId"
-    if has_wandb and recorder not in [getattr(c, "class_path", None) for c in callbacks]:
-        run_id_recorder = Namespace(class_path=recorder, init_args=Namespace())
-        config.trainer.callbacks = [*callbacks, run_id_recorder]
+    if wandb and recorder not in [getattr(c, "class_path", None) for c in callbacks]:
+        config.trainer.callbacks = [
+            *callbacks,
+            Namespace(class_path=recorder, init_args=Namespace()),
+        ]
 
 
 class WandbRunId(Callback):
@@ -70,14 +67,11 @@ class WandbRunId(Callback):
 
 def _recorded_wandb_id(ckpt_path: str | None, checkpoint_dir: str | None) -> str | None:
     """The W&B run id in the checkpoint that a fit resumes from, if it holds one."""
+    path: str | Path | None = ckpt_path
     if ckpt_path == "last" and checkpoint_dir and "://" not in checkpoint_dir:
-        candidates = list(Path(checkpoint_dir).glob("last*.ckpt"))
-        path: str | Path | None = max(candidates, key=lambda p: p.stat().st_mtime, default=None)
+        last = Path(checkpoint_dir).glob("last*.ckpt")
+        path = max(last, key=lambda p: p.stat().st_mtime, default=None)
     elif ckpt_path in (None, "best", "hpc", "registry") or "://" in str(ckpt_path):
         path = None
-    else:
-        path = ckpt_path
-    if path is None or not Path(path).is_file():
-        return None
-    recorded = read(path).get(WANDB_RUN_ID)
+    recorded = read(path).get(WANDB_RUN_ID) if path and Path(path).is_file() else None
     return recorded if isinstance(recorded, str) else None

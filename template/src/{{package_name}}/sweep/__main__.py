@@ -1,25 +1,27 @@
-"""Command line: ``python -m <package>.sweep regression --trials 20 [-- FIT ARGUMENTS]``
-(docs/sweeps.md). Before any trial runs, the example's parser reads the fit arguments with
-every bound and every choice of the space, so a mistyped option path or a value of the
-wrong type stops the sweep at once, as a one-line ``error:``.
+"""``python -m <package>.sweep regression --trials 20 [-- FIT ARGUMENTS]`` (docs/sweeps.md).
+Before any trial runs, the example's parser reads the fit arguments with every bound and
+choice of the space: a mistyped option path or value stops the sweep at once, in one line.
 """
 
 import argparse
 import io
 import multiprocessing
 import sys
-from collections import Counter
 from contextlib import redirect_stderr, redirect_stdout
+from importlib import import_module
+from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import optuna
 import yaml
-from optuna.trial import TrialState
 
 from ..run.errors import UserError, user_errors
 from . import report, space, storage, trial
-from .worker import EXAMPLES, PACKAGE, Settings, example_main, work
+from .worker import open_study, work
+
+PACKAGE = str(__package__).rpartition(".")[0]
+EXAMPLES = [name for name in ("regression", "ppo", "sequence") if find_spec(f"{PACKAGE}.{name}")]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,8 +30,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\n")
 
 
-def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    """The sweep's own options, and the fit arguments after ``--``."""
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The sweep's own options, and the fit arguments after ``--`` as ``fit_args``."""
     split = argv.index("--") if "--" in argv else len(argv)
     parser = _Parser(
         prog=f"python -m {PACKAGE}.sweep",
@@ -47,55 +49,47 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     options = parser.parse_args(argv[:split])
     if options.trials < 1 or options.workers < 1:
         parser.error("--trials and --workers must be at least 1")
-    return options, argv[split + 1 :]
+    options.fit_args = argv[split + 1 :]
+    return options
 
 
 def main(argv: list[str] | None = None) -> optuna.Study:
     """Run or continue the sweep that ``argv`` (default: the command line) describes."""
     with user_errors():
-        options, passed_on = parse(sys.argv[1:] if argv is None else argv)
-        example = options.example
-        search = space.load(options.space or Path("configs/sweep") / f"{example}.yaml")
-        config = options.config or Path("configs") / f"{example}.yaml"
+        options = parse(sys.argv[1:] if argv is None else argv)
+        search = space.load(options.space or Path("configs/sweep") / f"{options.example}.yaml")
+        config = options.config or Path("configs") / f"{options.example}.yaml"
         if not config.is_file():
             raise UserError(f"--config {config}: no such file; run from the project's root")
-        swept = {f"--{parameter.key}" for parameter in search.parameters}
-        clash = [arg for arg in passed_on if arg.split("=")[0] in swept]
+        swept = {f"--{key}" for key in search.distributions}
+        clash = [arg for arg in options.fit_args if arg.split("=")[0] in swept]
         if clash:
             raise UserError(f"{clash[0]} after --: the space {search.path} samples that option")
-        study_name = options.study or example
-        folder = options.root / study_name
-        settings = Settings(
-            example=example,
-            space_path=search.path,
-            fit_args=("--config", str(config), *passed_on),
-            study=study_name,
-            storage=options.storage or f"journal:{folder / 'study.journal'}",
-            trials=options.trials,
-            seed=options.seed,
-            folder=folder,
-        )
-        fit_main = example_main(example)
+        options.study = options.study or options.example
+        options.folder = options.root / options.study
+        options.storage = options.storage or f"journal:{options.folder / 'study.journal'}"
+        options.fit_args = ["--config", str(config), *options.fit_args]
+        fit = import_module(f"{PACKAGE}.{options.example}.__main__").main
         for row in search.edge_rows():
-            _print_config(fit_main, [*settings.fit_args, *search.overrides(row)], search)
+            _print_config(fit, [*options.fit_args, *space.overrides(row)], search)
         # best.yaml is the difference from the config on its own.
-        base = yaml.safe_load(_print_config(fit_main, ["--config", str(config)], search))
-        study = _open_study(settings, search)
+        base = yaml.safe_load(_print_config(fit, ["--config", str(config)], search))
+        study = open_study(options, search)
         storage.fail_dead_trials(study)
-        if storage.finished(study) >= settings.trials:
-            print(f"study {study_name} has {storage.finished(study)} finished trials already")
+        if storage.finished(study) >= options.trials:
+            print(f"study {options.study} has {storage.finished(study)} finished trials already")
         else:
-            _start_workers(settings, options.workers)
-        return _finish(study, search, base, folder)
+            _start_workers(options, search, fit)
+        return report.finish(study, search, base, options.folder)
 
 
-def _print_config(fit_main: trial.Main, args: list[str], search: space.SearchSpace) -> str:
+def _print_config(fit: trial.Main, args: list[str], search: space.SearchSpace) -> str:
     """The config the example's parser makes of ``args`` (``--print_config`` stops before
     anything is built); its refusal, as the space's."""
     printed, errors = io.StringIO(), io.StringIO()
     try:
         with redirect_stdout(printed), redirect_stderr(errors):
-            fit_main(["fit", *args, "--print_config"])
+            fit(["fit", *args, "--print_config"])
     except SystemExit as stop:
         if stop.code:
             last = (errors.getvalue().strip().splitlines() or ["refused"])[-1]
@@ -105,59 +99,30 @@ def _print_config(fit_main: trial.Main, args: list[str], search: space.SearchSpa
     return printed.getvalue()
 
 
-def _open_study(settings: Settings, search: space.SearchSpace) -> optuna.Study:
-    study = optuna.create_study(
-        study_name=settings.study,
-        storage=storage.open_storage(settings.storage),
-        direction=search.direction,
-        load_if_exists=True,
-    )
-    if study.direction.name.lower() != search.direction:
-        raise UserError(
-            f"--space {search.path}: direction {search.direction}, but study "
-            f"{settings.study} in {settings.storage} was made to {study.direction.name.lower()}"
-        )
-    return study
-
-
-def _start_workers(settings: Settings, count: int) -> None:
-    """Run :func:`work` here and in ``count - 1`` processes beside this one. On Linux they
+def _start_workers(options: argparse.Namespace, search: space.SearchSpace, fit: trial.Main) -> None:
+    """Run :func:`work` here and in ``--workers`` - 1 processes beside this one. On Linux they
     are forked before this process trains anything, with torch and Lightning imported;
     elsewhere (macOS, Windows) forking a process that imported torch is unsafe."""
     if sys.platform.startswith("linux"):
         context = multiprocessing.get_context("fork")
     else:
         context = multiprocessing.get_context("spawn")
-    others = [context.Process(target=work, args=(settings, index)) for index in range(1, count)]
+    others = [
+        context.Process(target=work, args=(options, search, fit, index))
+        for index in range(1, options.workers)
+    ]
+    sys.stdout.flush()  # or each forked worker prints it again
     for process in others:
         process.start()
     try:
-        work(settings, 0)
+        work(options, search, fit, 0)
     finally:
         for process in others:
             process.join()
-    failed = [(index, p.exitcode) for index, p in enumerate(others, start=1) if p.exitcode]
-    if failed:
-        index, status = failed[0]
-        raise UserError(f"worker {index} stopped with status {status}: its own error is above")
-
-
-def _finish(
-    study: optuna.Study, search: space.SearchSpace, base: dict[str, Any], folder: Path
-) -> optuna.Study:
-    folder.mkdir(parents=True, exist_ok=True)
-    best = report.write_best(study, search, base, folder)
-    plots = report.draw(study, folder)
-    counts = Counter(past.state for past in study.get_trials(deepcopy=False))
-    shown = ", ".join(
-        f"{counts[state]} {state.name.lower()}" for state in TrialState if counts[state]
-    )
-    print(f"\nstudy {study.study_name}: {shown}")
-    if best is not None:
-        print(f"best: trial {study.best_trial.number}, {search.key} {study.best_value:.6g}")
-        print(f"{best}: lay it over the example's config with a second --config")
-    print(f"study folder: {folder}" + (f" ({', '.join(p.name for p in plots)})" if plots else ""))
-    return study
+    for index, process in enumerate(others, start=1):
+        if process.exitcode:
+            status = process.exitcode
+            raise UserError(f"worker {index} stopped with status {status}: its own error is above")
 
 
 if __name__ == "__main__":

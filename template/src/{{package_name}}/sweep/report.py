@@ -1,44 +1,55 @@
-"""What a sweep leaves in its study's folder besides the runs: ``best.yaml`` and the plots.
+"""What a sweep leaves in its study's folder besides the runs, and its last lines.
 
 ``best.yaml`` is the best trial's run as a fragment to lay over the example's config: every
 setting in which the trial's saved ``config.yaml`` differs from the config alone (the sampled
 values and the fit arguments after ``--``). The plots use Optuna's matplotlib backend, which
-writes a file with no browser. Each file is written to a temporary name and moved into
-place: several sweeps of one study may end at once.
+needs no browser.
 """
 
 import os
 import warnings
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import optuna
 import yaml
+from optuna.trial import TrialState
 
 from .space import SearchSpace
 
 
-def write_best(
+def finish(
     study: optuna.Study, space: SearchSpace, base: dict[str, Any], folder: Path
-) -> Path | None:
-    """Write ``best.yaml``; None when no trial has completed yet."""
-    if not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        return None
-    best = study.best_trial
-    log_dir = Path(best.user_attrs["log_dir"])
-    fragment = _difference(yaml.safe_load((log_dir / "config.yaml").read_text()), base)
-    header = (
-        f"# Trial {best.number} of study {study.study_name}: {space.key} {best.value:.6g}\n"
-        f"# fit --config <the example's config> --config best.yaml runs it again.\n"
-        f"# Its logs: {log_dir}\n"
-    )
-    temporary = folder / f".best.yaml.{os.getpid()}.tmp"
-    temporary.write_text(header + yaml.safe_dump(fragment, sort_keys=False))
-    os.replace(temporary, folder / "best.yaml")
-    return folder / "best.yaml"
+) -> optuna.Study:
+    """Write ``best.yaml`` and the plots; say what the study holds."""
+    folder.mkdir(parents=True, exist_ok=True)
+    counts = Counter(past.state for past in study.get_trials(deepcopy=False))
+    if counts[TrialState.COMPLETE]:
+        best = study.best_trial
+        log_dir = Path(best.user_attrs["log_dir"])
+        config = yaml.safe_load((log_dir / "config.yaml").read_text())
+        # Never where the trial wrote: a rerun writes where its own config says.
+        base["trainer"]["default_root_dir"] = config["trainer"]["default_root_dir"]
+        text = (
+            f"# Trial {best.number} of study {study.study_name}: {space.key} {best.value:.6g}\n"
+            f"# fit --config <the example's config> --config best.yaml runs it again.\n"
+            f"# Its logs: {log_dir}\n"
+        ) + yaml.safe_dump(_difference(config, base), sort_keys=False)
+        _write(folder / "best.yaml", lambda path: path.write_text(text))
+    plots = _draw(study, folder, counts[TrialState.COMPLETE])
+    shown = (f"{counts[state]} {state.name.lower()}" for state in TrialState if counts[state])
+    print(f"\nstudy {study.study_name}: {', '.join(shown)}")
+    if counts[TrialState.COMPLETE]:
+        print(f"best: trial {study.best_trial.number}, {space.key} {study.best_value:.6g}")
+        print(f"{folder / 'best.yaml'}: lay it over the example's config with a second --config")
+    print(f"study folder: {folder}" + (f" ({', '.join(plots)})" if plots else ""))
+    return study
 
 
-def draw(study: optuna.Study, folder: Path) -> list[Path]:
+def _draw(study: optuna.Study, folder: Path, completed: int) -> list[str]:
     """Draw ``history.png`` and, from two completed trials on, ``importances.png``."""
     try:
         import matplotlib
@@ -50,11 +61,10 @@ def draw(study: optuna.Study, folder: Path) -> list[Path]:
     except ImportError:
         print("history.png and importances.png need matplotlib: install the plot extra")
         return []
-    completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         drawn = {"history.png": plots.plot_optimization_history(study)}
-        if len(completed) >= 2:
+        if completed >= 2:
             # Optuna 5's default, named: Optuna 4's was fANOVA.
             evaluator = optuna.importance.PedAnovaImportanceEvaluator()
             drawn["importances.png"] = plots.plot_param_importances(study, evaluator=evaluator)
@@ -62,27 +72,26 @@ def draw(study: optuna.Study, folder: Path) -> list[Path]:
         figure = axes.figure
         assert isinstance(figure, Figure)
         figure.tight_layout()
-        temporary = folder / f".{name}.{os.getpid()}.png"
-        figure.savefig(temporary, dpi=120)
-        os.replace(temporary, folder / name)
+        _write(folder / name, partial(figure.savefig, dpi=120))
         pyplot.close(figure)  # type: ignore[arg-type]
-    return [folder / name for name in drawn]
+    return list(drawn)
 
 
-def _difference(
-    config: dict[str, Any], base: dict[str, Any], path: tuple[str, ...] = ()
-) -> dict[str, Any]:
-    """The leaves of ``config`` that ``base`` lacks or holds with another value, nested;
-    never where the trial wrote (a rerun writes where its own config says)."""
+def _write(path: Path, write: Callable[[Path], object]) -> None:
+    """Write to a temporary name and move into place: several sweeps of one study may end
+    at once."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}{path.suffix}")
+    write(temporary)
+    os.replace(temporary, path)
+
+
+def _difference(config: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """The leaves of ``config`` that ``base`` lacks or holds with another value, nested."""
     fragment: dict[str, Any] = {}
     for key, value in config.items():
-        here = (*path, key)
-        if here == ("trainer", "default_root_dir"):
-            continue
         theirs = base.get(key)
         if isinstance(value, dict) and isinstance(theirs, dict):
-            inner = _difference(value, theirs, here)
-            if inner:
+            if inner := _difference(value, theirs):
                 fragment[key] = inner
         elif key not in base or value != theirs:
             fragment[key] = value

@@ -1,12 +1,8 @@
-"""A sweep's worker, which runs trials until the study holds ``--trials`` finished ones: a
-module of its own, so that a spawned worker process can import :func:`work`."""
+"""A sweep's worker: a module of its own, which a spawned worker process imports."""
 
+import argparse
 import time
 import warnings
-from dataclasses import dataclass
-from importlib import import_module
-from importlib.util import find_spec
-from pathlib import Path
 
 import optuna
 import torch
@@ -14,55 +10,49 @@ from optuna.trial import TrialState
 
 from ..run.errors import UserError, user_errors
 from ..run.guards import NonFiniteError
-from . import space, storage, trial
-
-PACKAGE = str(__package__).rpartition(".")[0]
-EXAMPLES = [name for name in ("regression", "ppo", "sequence") if find_spec(f"{PACKAGE}.{name}")]
+from . import storage, trial
+from .space import SearchSpace
 
 
-@dataclass(frozen=True)
-class Settings:
-    """What every worker needs; plain values, so a spawned worker receives them."""
+def open_study(options: argparse.Namespace, search: SearchSpace) -> optuna.Study:
+    study = optuna.create_study(
+        study_name=options.study,
+        storage=storage.open_storage(options.storage),
+        direction=search.direction,
+        pruner=search.pruner,
+        load_if_exists=True,
+    )
+    if study.direction.name.lower() != search.direction:
+        raise UserError(
+            f"--space {search.path}: direction {search.direction}, but study "
+            f"{options.study} in {options.storage} was made to {study.direction.name.lower()}"
+        )
+    return study
 
-    example: str
-    space_path: Path
-    fit_args: tuple[str, ...]
-    study: str
-    storage: str
-    trials: int
-    seed: int
-    folder: Path
 
-
-def work(settings: Settings, worker: int) -> None:
-    """One worker: run trials until the study has ``settings.trials`` finished ones."""
+def work(options: argparse.Namespace, search: SearchSpace, fit: trial.Main, worker: int) -> None:
+    """Run trials until the study holds ``options.trials`` (as ``__main__`` completed them)
+    finished ones."""
     with user_errors(), warnings.catch_warnings():
         # Each trial hands the example's main its own arguments on purpose, while the
         # sweep's are in sys.argv; LightningCLI's warning about the two does not apply.
         warnings.filterwarnings("ignore", "LightningCLI's args parameter is intended", UserWarning)
-        search = space.load(settings.space_path)
-        fit_main = example_main(settings.example)
-        study = optuna.load_study(
-            study_name=settings.study,
-            storage=storage.open_storage(settings.storage),
-            pruner=search.pruner,
-        )
+        study = open_study(options, search)
         refusals: list[UserError] = []
         failed_in_a_row = 0
 
         def objective(run: optuna.Trial) -> float:
-            # A sampler seeded by --seed and the trial's number: trial n draws what it would
-            # draw with any number of workers, or after a resume. It is set after Optuna called
-            # the old one's before_trial, which TPE does not use. TPE's defaults are pinned to
-            # Optuna 4's (Optuna 5 made it multivariate, with a constant liar).
+            # Seeded by --seed and the trial's number: trial n draws what it would with any
+            # number of workers, or after a resume (set after the old sampler's before_trial,
+            # which TPE does not use). TPE as in Optuna 4 (5's is multivariate, constant liar).
             run.study.sampler = optuna.samplers.TPESampler(
-                seed=(settings.seed * 1_000_003 + run.number) % 2**32,
+                seed=(options.seed * 1_000_003 + run.number) % 2**32,
                 multivariate=False,
                 constant_liar=False,
             )
             try:
-                return trial.run(run, search, fit_main, settings.fit_args, settings.folder)
-            except UserError as error:  # raised once the trial has ended: no traceback
+                return trial.run(run, search, fit, options.fit_args, options.folder)
+            except UserError as error:  # the trial has ended; no Optuna traceback for it
                 refusals.append(error)
                 return float("nan")
 
@@ -71,16 +61,16 @@ def work(settings: Settings, worker: int) -> None:
             failed_in_a_row = failed_in_a_row + 1 if finished.state == TrialState.FAIL else 0
             if refusals:  # stop the sweep; say why last
                 raise refusals[0]
-            if failed_in_a_row >= settings.trials:  # as many as were asked for: give up
+            if failed_in_a_row >= options.trials:  # as many as were asked for: give up
                 raise UserError(f"{failed_in_a_row} trials in a row failed: see the warnings above")
-            if to_start(study, settings.trials) <= 0:
+            if to_start(study, options.trials) <= 0:
                 study.stop()
 
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            while storage.finished(study) < settings.trials:
-                left = to_start(study, settings.trials)
+            while storage.finished(study) < options.trials:
+                left = to_start(study, options.trials)
                 if left <= 0:  # the rest run in live workers here: wait for how they end
                     time.sleep(0.2)
                     continue
@@ -96,11 +86,6 @@ def work(settings: Settings, worker: int) -> None:
 
 
 def to_start(study: optuna.Study, trials: int) -> int:
-    """How many more trials the study needs to hold ``trials`` finished ones. Those running
-    in live workers on this machine should finish: a worker waits for them (one may fail,
-    or its worker die) instead of starting an extra one beside them."""
+    """How many more trials the study needs to hold ``trials`` finished ones: those running
+    in live workers on this machine should finish (a worker waits to see)."""
     return trials - storage.finished(study) - storage.running_here(study)
-
-
-def example_main(example: str) -> trial.Main:
-    return import_module(f"{PACKAGE}.{example}.__main__").main

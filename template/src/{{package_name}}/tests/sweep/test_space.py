@@ -1,7 +1,11 @@
-"""A sweep's search space: every mistake in the YAML is refused by name, in one line,
-before anything trains; a good one samples every type the way the run receives it."""
+"""A sweep's search space and storage: every mistake in the YAML is refused by name, in one
+line, before anything trains; a good space samples every type the way the run receives it;
+a storage no other worker could open is refused; a worker's trial counts as running only
+while that worker lives."""
 
 import json
+import os
+import socket
 import warnings
 from pathlib import Path
 
@@ -13,6 +17,8 @@ from ...run.errors import UserError
 from ...sweep import space
 from ...sweep.__main__ import EXAMPLES
 from ...sweep.__main__ import main as sweep_main
+from ...sweep.storage import _alive, _stat, open_storage, this_worker
+from ...sweep.worker import to_start
 
 GOOD = {
     "objective": {"key": "val_r2", "direction": "maximize"},
@@ -38,16 +44,14 @@ def _with(parameter: dict) -> dict:
 def test_good_space_samples_every_type_as_the_run_receives_it(tmp_path: Path) -> None:
     search = space.load(_write(tmp_path, GOOD))
     trial = optuna.create_study().ask()
-    values = {parameter.key: parameter.suggest(trial) for parameter in search.parameters}
+    values = search.sample(trial)
     assert values["model.hidden_sizes"] in ([64, 64], [128, 128])
     assert values["data.batch_size"] % 64 == 0 and 1e-4 <= values["model.learning_rate"] <= 1e-2
     # Optuna stores the list choice as its JSON text; the run gets the list.
     assert trial.params["model.hidden_sizes"] == json.dumps(values["model.hidden_sizes"])
-    overrides = search.overrides(values)
+    overrides = [arg.replace(" ", "") for arg in space.overrides(values)]
     assert f"--model.activation={values['model.activation']}" in overrides
-    assert f"--model.hidden_sizes={values['model.hidden_sizes']}".replace(" ", "") in [
-        arg.replace(" ", "") for arg in overrides
-    ]
+    assert f"--model.hidden_sizes={values['model.hidden_sizes']}".replace(" ", "") in overrides
     # Between them, the edge rows hold both bounds and every choice.
     rows = search.edge_rows()
     assert {row["data.batch_size"] for row in rows} == {64, 512}
@@ -93,31 +97,21 @@ def test_bad_space_ends_the_command_in_one_error_line(
     assert not (tmp_path / EXAMPLES[0]).exists()
 
 
-def test_rdb_storage_opens_without_optunas_experimental_notice(tmp_path: Path) -> None:
-    """Its heartbeat marks a killed worker's trial failed; Optuna calls the argument
-    experimental on every open, which a sweep's user cannot act on."""
-    from ...sweep.storage import open_storage
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        open_storage(f"sqlite:///{tmp_path / 'sweep.db'}")
-    assert [str(w.message) for w in caught] == []
-    # The filter is local: the same storage opened directly still shows Optuna's notice.
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'other.db'}", heartbeat_interval=20)
-    assert any("heartbeat_interval" in str(w.message) for w in caught)
-
-
-def test_storage_that_no_other_worker_can_open_is_refused() -> None:
-    from ...sweep.storage import open_storage
-
+def test_storage_that_no_other_worker_can_open_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"in-memory database .* name a file"):
         open_storage("sqlite:///")
     with pytest.raises(UserError) as refusal:
         open_storage("sqlite:////no/such/folder/sweep.db")
     assert "\n" not in str(refusal.value)
     assert str(refusal.value).startswith("--storage sqlite:////no/such/folder/sweep.db: ")
+    # An RDB storage's heartbeat marks a killed worker's trial failed; Optuna's notice that
+    # the argument is experimental, which a sweep's user cannot act on, is hidden there only.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        open_storage(f"sqlite:///{tmp_path / 'sweep.db'}")
+        assert caught == []
+        optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'other.db'}", heartbeat_interval=20)
+    assert any("heartbeat_interval" in str(w.message) for w in caught)
 
 
 def test_trials_to_start_count_the_live_ones_of_this_machine_as_finishing(
@@ -127,25 +121,13 @@ def test_trials_to_start_count_the_live_ones_of_this_machine_as_finishing(
     here will finish. One of a dead worker, of another host, or that has not yet said whose
     it is, may never finish, so it is not counted; nor is one that names this process,
     which runs no trial while it counts: its id once belonged to a worker that died."""
-    import os
-    import socket
-
-    from ...sweep.storage import open_storage, this_worker
-    from ...sweep.worker import to_start
-
     study = optuna.create_study(storage=open_storage(f"journal:{tmp_path / 'study.journal'}"))
     for _ in range(2):
         study.tell(study.ask(), 1.0)
     gone = 2**22 + 1  # above the largest process id Linux and macOS hand out
     host = socket.gethostname()
-    workers = [
-        {"host": host, "pid": os.getppid()},  # alive: the process that started this one
-        {"host": host, "pid": gone},
-        {"host": "elsewhere", "pid": os.getppid()},
-        this_worker(),
-        None,
-    ]
-    for worker in workers:
+    parent = {"host": host, "pid": os.getppid()}  # alive: the process that started this one
+    for worker in (parent, {**parent, "pid": gone}, {**parent, "host": "x"}, this_worker(), None):
         running = study.ask()
         if worker is not None:
             running.set_user_attr("worker", worker)
@@ -158,12 +140,7 @@ def test_a_process_that_took_a_dead_workers_id_is_not_taken_for_it() -> None:
     if the process with its id started when the worker did. The record that must not match
     says the parent started one clock tick later than it did: a time known to differ,
     where this process's own start may fall in the parent's tick."""
-    import os
-
-    from ...sweep.storage import _alive, _stat, this_worker
-
-    stat = _stat(os.getppid())
-    started = stat[19] if stat else None
+    started = _stat(os.getppid())[1]
     parent = {**this_worker(), "pid": os.getppid(), "started": started}
     assert _alive(parent)
     assert _alive({**parent, "started": None})  # a record without a start time: the id decides
