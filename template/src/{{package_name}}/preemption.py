@@ -56,13 +56,13 @@ class SlurmRequeue(Callback):
         if trainer.is_global_zero:
             requeue()
 
-    def teardown(self, *_: Any) -> None:
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self._signal is not None:
             signal.signal(self._signal, self._previous)
             self._signal = None
 
-    def on_exception(self, *_: Any) -> None:
-        self.teardown()
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, *_: Any) -> None:
+        self.teardown(trainer, pl_module, "fit")
 
 
 def hpc_checkpoint_path(root: str | Path) -> Path:
