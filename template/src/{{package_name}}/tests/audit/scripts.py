@@ -19,7 +19,6 @@ class Case:
 
     @property
     def line(self) -> int:
-        """The 1-based line of the planted bug in :meth:`script`."""
         return next(i for i, text in enumerate(self.body.splitlines(), 1) if MARK in text)
 
 
@@ -100,8 +99,6 @@ print(f"accuracy {accuracy:.2f}")
         "accuracy = (logits.argmax(-1) == labels).float().mean()",
     ),
 }
-"""The rows the guard catches; a one-sided mask, ``.squeeze()`` at batch size 1 and NaN are
-outside the audit (``docs/shape_bugs.md``)."""
 
 
 TWO_BUGS = """import torch
@@ -164,10 +161,8 @@ loss = ((head(pooled).squeeze(-1) - targets) ** 2).mean()
 loss.backward()
 print(f"loss {loss.item():.3f}")
 """
-"""A padded, masked attention forward and backward on x-transformers, clean. Its ALiBi
-slopes come from ``torch.Tensor([...])`` and its two residual streams are an einx
-broadcast, so an audit that took either for data would report a bug that is not there.
-Typed ``str``, as :data:`PPO_SCRIPT` is."""
+"""A padded, masked attention forward and backward on x-transformers, clean: its ALiBi
+slopes (``torch.Tensor([...])``) and its two residual streams (einx) are no bug."""
 
 PPO_SCRIPT: str = """\
 import argparse
@@ -264,7 +259,5 @@ for iteration in range(args.iterations):
     print(f"iteration {iteration}: reward per step {rewards.mean():.3f}")
 envs.close()
 """
-"""A single-file PPO for CartPole written the way such scripts are (storage from ``zeros``,
-GAE, ``.reshape``/``.view``/``.flatten``, minibatch epochs), clean; ``ppo/test_ppo_audit.py``
-plants the seed's bugs in it. Typed ``str`` so that pyright lets a test look up a line of
-it built at run time."""
+"""A single-file PPO for CartPole, clean; ``test_ppo_audit.py`` plants the seed's bugs in it
+(typed ``str``, so that pyright lets a test look up a line of it built at run time)."""

@@ -26,16 +26,11 @@ def _audit(folder: Path, script: str) -> tuple[int, list[dict[str, object]]]:
     return status, json.loads((folder / "report.json").read_text())
 
 
-def _line(text: str) -> int:
-    return PPO_SCRIPT.splitlines().index(f"            {text}") + 1
-
-
-def test_clean_ppo_script_audits_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_clean_ppo_script_audits_clean_and_each_planted_bug_is_reported_at_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _audit(tmp_path, PPO_SCRIPT) == (0, [])
     assert "iteration 1: reward per step" in capsys.readouterr().out
-
-
-def test_both_planted_ppo_bugs_are_reported_at_their_lines_in_one_run(tmp_path: Path) -> None:
     script = PPO_SCRIPT
     for clean, planted in PLANTED.items():
         script = script.replace(clean, planted)
@@ -43,7 +38,8 @@ def test_both_planted_ppo_bugs_are_reported_at_their_lines_in_one_run(tmp_path: 
     uses = ["pg_loss1 = -mb_advantages * ratio"]
     uses.append("pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - clip, 1 + clip)")
     uses.append("v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()")
+    lines = [PPO_SCRIPT.splitlines().index(f"            {use}") + 1 for use in uses]
     assert status == 1
-    assert [(f["line"], f["source"]) for f in report] == [(_line(use), use) for use in uses]
+    assert [(f["line"], f["source"]) for f in report] == list(zip(lines, uses, strict=True))
     assert [f["shapes"] for f in report] == [[[64, 1], [64]]] * 3
     assert {f["count"] for f in report} == {2 * 2 * 4}  # iterations x epochs x minibatches

@@ -18,12 +18,14 @@ SUITE = textwrap.dedent(
     """\
     import pytest
     import torch
+    from grids import POSITIONS as LOADED  # made while the conftests loaded
 
     POSITIONS = torch.arange(5)
 
 
     def test_relative_positions():
         assert (POSITIONS[None, :] - POSITIONS[:, None]).shape == (5, 5)
+        assert (LOADED[None, :] - LOADED[:, None]).shape == (5, 5)
 
 
     def test_column_target():
@@ -62,8 +64,12 @@ def _pytest(folder: Path, *options: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_broadcast_guard_option_fails_each_stretching_test(tmp_path: Path) -> None:
+def test_broadcast_guard_option_fails_each_stretching_test_and_only_with_the_option(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "test_suite.py").write_text(SUITE)
+    (tmp_path / "grids.py").write_text("import torch\n\nPOSITIONS = torch.arange(5)\n")
+    (tmp_path / "conftest.py").write_text("import grids  # noqa: F401\n")
     lines = _pytest(tmp_path, "-p", f"{PACKAGE}.pytest_plugin", "--broadcast-guard")
     assert "PASSED test_suite.py::test_relative_positions" in lines
     assert "PASSED test_suite.py::test_shows_the_bug_on_purpose" in lines
@@ -72,25 +78,7 @@ def test_broadcast_guard_option_fails_each_stretching_test(tmp_path: Path) -> No
     stretching = "    ((prediction - target) ** 2).mean()"
     at = f"test_suite.py:{SUITE.splitlines().index(stretching) + 1}: {stretching.strip()}"
     assert any(line.endswith(at) for line in lines)
-
-
-@pytest.mark.slow
-def test_without_the_option_the_plugin_guards_nothing(tmp_path: Path) -> None:
-    (tmp_path / "test_suite.py").write_text(SUITE)
-    lines = _pytest(tmp_path, "-p", f"{PACKAGE}.pytest_plugin")
-    assert lines[-1].startswith("4 passed")
-
-
-@pytest.mark.slow
-def test_a_grid_made_while_the_conftests_load_is_a_grid(tmp_path: Path) -> None:
-    (tmp_path / "grids.py").write_text("import torch\n\nPOSITIONS = torch.arange(5)\n")
-    (tmp_path / "conftest.py").write_text("import grids  # noqa: F401\n")
-    (tmp_path / "test_relative.py").write_text(
-        "from grids import POSITIONS\n\n\ndef test_relative_positions():\n"
-        "    assert (POSITIONS[None, :] - POSITIONS[:, None]).shape == (5, 5)\n"
-    )
-    lines = _pytest(tmp_path, "-p", f"{PACKAGE}.pytest_plugin", "--broadcast-guard")
-    assert "PASSED test_relative.py::test_relative_positions" in lines
+    assert _pytest(tmp_path, "-p", f"{PACKAGE}.pytest_plugin")[-1].startswith("4 passed")
 
 
 OWN_TESTS = [

@@ -1,14 +1,10 @@
-"""Several "nodes" on this machine: child processes that find this source tree, free ports,
-and a stand-in SLURM allocation to run ``slurm/train.sbatch`` as the cluster would:
-stand-in ``srun`` and ``scontrol`` scripts on ``PATH`` and the ``SLURM_*`` variables of
-2 nodes x 1 task, so that Lightning detects its SLURM environment and the two tasks meet
-over gloo on the loopback address.
-
-The stand-in ``srun`` starts ``SLURM_NTASKS`` copies of its command, each with the
-``SLURM_PROCID``, ``SLURM_LOCALID`` and ``SLURM_NODEID`` that SLURM gives a task, and
-writes their process ids to ``tasks.txt``, where a test finds them to signal them. The
-stand-in ``scontrol`` records its arguments in ``scontrol.txt`` and, for ``requeue``, kills
-the tasks, as SLURM ends a running job that it requeues.
+"""A stand-in SLURM allocation of 2 nodes x 1 task on this machine, to run
+``slurm/train.sbatch`` as the cluster would: ``srun`` and ``scontrol`` scripts on ``PATH``
+and the ``SLURM_*`` variables, so that Lightning detects SLURM and the two tasks meet over
+gloo on the loopback address. ``srun`` starts ``SLURM_NTASKS`` copies of its command, with
+the ranks SLURM gives a task, and writes their process ids to ``tasks.txt``; ``scontrol``
+records its arguments in ``scontrol.txt`` and, for ``requeue``, kills the tasks, as SLURM
+ends a running job that it requeues.
 """
 
 import os
@@ -22,8 +18,8 @@ from pathlib import Path
 from ..project import PROJECT_ROOT, child_environment
 
 SLURM = PROJECT_ROOT / "slurm"
-
-SRUN = """#!/bin/bash
+STAND_INS = {
+    "srun": """#!/bin/bash
 tasks=()
 for ((rank = 0; rank < SLURM_NTASKS; rank++)); do
     SLURM_PROCID=$rank SLURM_LOCALID=$((rank % SLURM_NTASKS_PER_NODE)) \\
@@ -34,19 +30,20 @@ echo "${tasks[@]}" > "$STAND_IN/tasks.txt"
 status=0
 for task in "${tasks[@]}"; do wait "$task" || status=$?; done
 exit $status
-"""
-SCONTROL = """#!/bin/bash
+""",
+    "scontrol": """#!/bin/bash
 echo "$@" >> "$STAND_IN/scontrol.txt"
 if [[ $1 == requeue ]]; then kill -9 $(cat "$STAND_IN/tasks.txt"); fi
-"""
-PYTHON = f"""#!/bin/bash
+""",
+    "python": f"""#!/bin/bash
 exec {sys.executable} "$@"
-"""
+""",
+}
 
 
 def environment() -> dict[str, str]:
-    """This process's environment, with this source tree importable and one torch thread
-    per process (what DDP gives each process, and all that 2 CI cores hold)."""
+    """This source tree importable, and one torch thread per process (what DDP gives each
+    process, and all that 2 CI cores hold)."""
     return child_environment({"OMP_NUM_THREADS": "1"})
 
 
@@ -61,14 +58,13 @@ class Allocation:
 
     def __init__(self, folder: Path, job_id: int = 4242) -> None:
         self.folder = folder
-        bin_dir = folder / "bin"
-        bin_dir.mkdir(parents=True, exist_ok=True)
-        for name, text in (("srun", SRUN), ("scontrol", SCONTROL), ("python", PYTHON)):
-            (bin_dir / name).write_text(text)
-            (bin_dir / name).chmod(0o755)
+        (folder / "bin").mkdir(parents=True, exist_ok=True)
+        for name, text in STAND_INS.items():
+            (folder / "bin" / name).write_text(text)
+            (folder / "bin" / name).chmod(0o755)
         self.env = {
             **environment(),
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            "PATH": f"{folder / 'bin'}{os.pathsep}{os.environ['PATH']}",
             "STAND_IN": str(folder),
             "SLURM_JOB_ID": str(job_id),
             "SLURM_JOB_NAME": "train",
@@ -84,22 +80,20 @@ class Allocation:
         (self.folder / "tasks.txt").unlink(missing_ok=True)
         env = {**self.env, "MASTER_PORT": str(free_port())}
         with output.open("w") as handle:
-            return subprocess.Popen(
-                ["bash", str(SLURM / "train.sbatch"), *args],
-                env=env,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-            )
+            command = ["bash", str(SLURM / "train.sbatch"), *args]
+            return subprocess.Popen(command, env=env, stdout=handle, stderr=subprocess.STDOUT)
 
-    def run(self, args: list[str], output: Path, timeout: float = 240) -> int:
-        return self.start(args, output).wait(timeout=timeout)
+    def run(self, args: list[str], output: Path) -> int:
+        return self.start(args, output).wait(timeout=240)
 
-    def signal_tasks(self, signum: int = signal.SIGUSR1) -> None:
-        """Send ``signum`` to every task, as ``#SBATCH --signal`` does (not to the script)."""
+    def preempt(self, job: subprocess.Popen, root: Path) -> list[str]:
+        """Once the run has saved ``last.ckpt`` in ``root``, send every task SIGUSR1 (as
+        ``#SBATCH --signal`` does, not to the script); the calls of ``scontrol`` once the
+        job has ended."""
+        wait_for(root / "checkpoints" / "last.ckpt", job)
         for pid in (self.folder / "tasks.txt").read_text().split():
-            os.kill(int(pid), signum)
-
-    def scontrol_calls(self) -> list[str]:
+            os.kill(int(pid), signal.SIGUSR1)
+        assert job.wait(timeout=120) != 0, "the run ended before the signal reached it"
         calls = self.folder / "scontrol.txt"
         return calls.read_text().splitlines() if calls.exists() else []
 

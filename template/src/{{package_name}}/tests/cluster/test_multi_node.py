@@ -1,9 +1,6 @@
-"""The regression example on two "nodes" of this machine, started as a cluster starts it:
-by ``slurm/train.sbatch`` on a stand-in SLURM allocation, and by two ``torchrun`` launches.
-
-Each matches one process, and after SLURM's warning signal a run checkpoints, requeues its
-job and, started again under the same job id, resumes by itself. The one-process run and
-the uninterrupted SLURM run are shared by the module's tests.
+"""The regression example on two "nodes" of this machine, started by ``slurm/train.sbatch``
+on a stand-in SLURM allocation and by two ``torchrun`` launches: each matches one process,
+and after SLURM's warning signal a run checkpoints, requeues its job and resumes by itself.
 """
 
 import json
@@ -16,16 +13,11 @@ import torch
 
 from ...regression.__main__ import main
 from ..project import CONFIGS, PACKAGE
-from .allocation import Allocation, environment, free_port, wait_for
+from .allocation import Allocation, environment, free_port
 
-BUDGET = [
-    "--trainer.max_epochs=24",
-    "--data.synthetic_samples=2048",
-    "--data.batch_size=128",
-    "--trainer.accelerator=cpu",
-    "--trainer.enable_progress_bar=false",
-    "--trainer.enable_model_summary=false",
-]
+BUDGET = ["--trainer.max_epochs=24", "--data.synthetic_samples=2048", "--data.batch_size=128"]
+BUDGET += ["--trainer.accelerator=cpu", "--trainer.enable_progress_bar=false"]
+BUDGET += ["--trainer.enable_model_summary=false"]
 
 
 def _summary(root: Path) -> dict:
@@ -72,10 +64,7 @@ def test_slurm_signal_checkpoints_requeues_and_the_requeued_job_resumes(
     root = tmp_path / "run"
     args = [f"--trainer.default_root_dir={root}", *BUDGET]
     job = allocation.start(args, tmp_path / "preempted.txt")
-    wait_for(root / "checkpoints" / "last.ckpt", job)
-    allocation.signal_tasks()
-    assert job.wait(timeout=120) != 0, "the run ended before the signal reached it"
-    assert allocation.scontrol_calls() == ["requeue 1002"]
+    assert allocation.preempt(job, root) == ["requeue 1002"]
     saved = torch.load(root / "hpc_ckpt_1.ckpt", weights_only=False)
     assert 0 < saved["global_step"] < uninterrupted["global_step"]
     assert not list(root.rglob("summary.json"))
@@ -98,33 +87,16 @@ def test_torchrun_on_two_nodes_of_loopback_matches_one_process(
     tmp_path: Path, one_process: dict
 ) -> None:
     port = free_port()
-    launches = []
+    fit = ["-m", f"{PACKAGE}.regression", "fit", "--config", str(CONFIGS / "regression.yaml")]
+    fit += ["--trainer", str(CONFIGS / "trainer" / "multi_node.yaml"), "--trainer.num_nodes=2"]
+    fit += ["--trainer.devices=1", f"--trainer.default_root_dir={tmp_path / 'run'}", *BUDGET]
+    launches, env, out = [], environment(), subprocess.STDOUT
     for node in (0, 1):
-        torchrun = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nnodes=2",
-            "--nproc-per-node=1",
-            f"--node-rank={node}",
-            "--master-addr=127.0.0.1",
-            f"--master-port={port}",
-        ]
-        fit = [
-            *("-m", f"{PACKAGE}.regression", "fit"),
-            *("--config", str(CONFIGS / "regression.yaml")),
-            *("--trainer", str(CONFIGS / "trainer" / "multi_node.yaml")),
-            "--trainer.num_nodes=2",
-            "--trainer.devices=1",
-            f"--trainer.default_root_dir={tmp_path / 'run'}",
-            *BUDGET,
-        ]
+        torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2"]
+        torchrun += ["--nproc-per-node=1", f"--node-rank={node}", "--master-addr=127.0.0.1"]
         with (tmp_path / f"node{node}.txt").open("w") as output:
-            launches.append(
-                subprocess.Popen(
-                    [*torchrun, *fit], env=environment(), stdout=output, stderr=subprocess.STDOUT
-                )
-            )
+            command = [*torchrun, f"--master-port={port}", *fit]
+            launches.append(subprocess.Popen(command, env=env, stdout=output, stderr=out))
     for node, launch in enumerate(launches):
         assert launch.wait(timeout=240) == 0, _tail(tmp_path / f"node{node}.txt")
     two_nodes = _summary(tmp_path / "run")

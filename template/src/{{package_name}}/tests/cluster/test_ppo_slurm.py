@@ -10,20 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from .allocation import Allocation, wait_for
+from .allocation import Allocation
 
 ROLLOUT = 2 * 4 * 32  # env steps of one rollout, over both tasks
 TOTAL = 40 * ROLLOUT
-TINY = [
-    "--trainer.accelerator=cpu",
-    "--model.num_envs=4",
-    "--model.num_steps=32",
-    "--model.update_epochs=2",
-    f"--model.total_env_steps={TOTAL}",
-    "--model.eval_every_env_steps=0",
-    "--model.eval_episodes=2",
-    "--trainer.enable_model_summary=false",
-]
+TINY = ["--trainer.accelerator=cpu", "--model.num_envs=4", "--model.num_steps=32"]
+TINY += ["--model.update_epochs=2", f"--model.total_env_steps={TOTAL}"]
+TINY += ["--model.eval_every_env_steps=0", "--model.eval_episodes=2"]
+TINY += ["--trainer.enable_model_summary=false"]
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -38,10 +32,7 @@ def test_ppo_through_sbatch_is_requeued_and_finishes_its_global_budget(tmp_path:
     logger = ["--trainer.logger=CSVLogger", f"--trainer.logger.save_dir={root}"]
     args = ["ppo", f"--trainer.default_root_dir={root}", *logger, *TINY]
     job = allocation.start(args, tmp_path / "preempted.txt")
-    wait_for(root / "checkpoints" / "last.ckpt", job)
-    allocation.signal_tasks()
-    assert job.wait(timeout=120) != 0, "the run ended before the signal reached it"
-    assert allocation.scontrol_calls() == ["requeue 2001"]
+    assert allocation.preempt(job, root) == ["requeue 2001"]
     saved = torch.load(root / "hpc_ckpt_1.ckpt", weights_only=False)["ppo"]
     assert saved["processes"] == 2
     assert 0 < saved["env_steps"] < TOTAL

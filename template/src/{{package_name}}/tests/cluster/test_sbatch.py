@@ -1,9 +1,9 @@
 """The SLURM script's own command parses with every example's config, and its first
-argument picks the example: a mistake fails here, not on the cluster."""
+argument picks the example: a mistake fails here, not on the cluster (so does a script that
+is not valid bash)."""
 
 import os
 import shlex
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,14 +15,6 @@ from .allocation import SLURM
 
 SBATCH = SLURM / "train.sbatch"
 MISSING = [name for name in ("regression", "ppo", "sequence") if name not in EXAMPLES]
-
-
-@pytest.mark.slow
-def test_sbatch_script_is_valid_bash() -> None:
-    if shutil.which("bash") is None:
-        pytest.skip("bash is not installed")
-    done = subprocess.run(["bash", "-n", str(SBATCH)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.cli

@@ -42,15 +42,9 @@ def test_sweep_of_three_trials_minimises_steps_to_solved_and_reports_each_evalua
     }
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(document))
-    tiny = [
-        "--model.num_envs=4",
-        "--model.num_steps=32",
-        "--model.total_env_steps=256",
-        "--model.eval_every_env_steps=128",
-        "--model.eval_episodes=2",
-        "--model.update_epochs=2",
-        "--trainer.enable_model_summary=false",
-    ]
+    tiny = ["--model.num_envs=4", "--model.num_steps=32", "--model.total_env_steps=256"]
+    tiny += ["--model.eval_every_env_steps=128", "--model.eval_episodes=2"]
+    tiny += ["--model.update_epochs=2", "--trainer.enable_model_summary=false"]
     args = ["ppo", f"--space={space}", "--trials=3", f"--config={CONFIGS / 'ppo.yaml'}"]
     study = sweep_main([*args, f"--root={tmp_path}", "--study=cartpole", "--", *tiny])
 

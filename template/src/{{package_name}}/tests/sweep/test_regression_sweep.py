@@ -26,9 +26,8 @@ TINY = [
     "--trainer.max_epochs=2",
     "--trainer.limit_train_batches=3",
     "--trainer.limit_val_batches=2",
-    "--trainer.enable_progress_bar=false",
-    "--trainer.enable_model_summary=false",
 ]
+TINY += ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
 SPACE = {
     "objective": {"key": "val_r2", "direction": "maximize"},
     "parameters": {

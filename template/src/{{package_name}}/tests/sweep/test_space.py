@@ -117,10 +117,8 @@ def test_storage_that_no_other_worker_can_open_is_refused_in_one_line(tmp_path: 
 def test_trials_to_start_count_the_live_ones_of_this_machine_as_finishing(
     tmp_path: Path,
 ) -> None:
-    """A worker starts no trial that the study does not need: those running in a live worker
-    here will finish. One of a dead worker, of another host, or that has not yet said whose
-    it is, may never finish, so it is not counted; nor is one that names this process,
-    which runs no trial while it counts: its id once belonged to a worker that died."""
+    """Not counted: a dead worker's trial, another host's, one not yet saying whose it is,
+    and one naming this process (which runs no trial while it counts: a dead worker's id)."""
     study = optuna.create_study(storage=open_storage(f"journal:{tmp_path / 'study.journal'}"))
     for _ in range(2):
         study.tell(study.ask(), 1.0)
@@ -136,10 +134,9 @@ def test_trials_to_start_count_the_live_ones_of_this_machine_as_finishing(
 
 
 def test_a_process_that_took_a_dead_workers_id_is_not_taken_for_it() -> None:
-    """Where the system gives a process's start time (/proc), a worker record is alive only
-    if the process with its id started when the worker did. The record that must not match
-    says the parent started one clock tick later than it did: a time known to differ,
-    where this process's own start may fall in the parent's tick."""
+    """With /proc, a record is alive only if the process with its id started when the worker
+    did; one clock tick after the parent's start is known to differ (this process's own may
+    fall in the parent's tick)."""
     started = _stat(os.getppid())[1]
     parent = {**this_worker(), "pid": os.getppid(), "started": started}
     assert _alive(parent)
