@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     status = None  # a usage error, said once the guard is off
             except SystemExit as exit:  # what Python's own exit makes of sys.exit(code)
-                code = exit.code or 0
+                code = 0 if exit.code is None else exit.code
                 if not isinstance(code, int):
                     print(code, file=sys.stderr)
                 status = code if isinstance(code, int) else 1
