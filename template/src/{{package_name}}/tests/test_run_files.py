@@ -8,6 +8,7 @@ of its files. One case per example runs the real command line, for the exit stat
 
 import importlib
 import logging
+import re
 import shutil
 import warnings
 import zipfile
@@ -27,30 +28,22 @@ from .project import (
     PACKAGE,
     QUIET,
     example_main,
+    fit_summary,
     refusal,
     refused_line,
     run_example,
 )
 
-TINY = {
-    "regression": [
-        *("--data.synthetic_samples=256", "--data.batch_size=64"),
-        *("--trainer.max_epochs=2", "--model.hidden_sizes=[8]"),
-    ],
-    "ppo": [
-        *("--model.num_envs=2", "--model.num_steps=16", "--model.total_env_steps=96"),
-        *("--model.update_epochs=1", "--model.eval_episodes=1", "--model.hidden_sizes=[8]"),
-    ],
-}
+TINY = {"regression": ["--data.synthetic_samples=256", "--data.batch_size=64"]}
+TINY["regression"] += ["--trainer.max_epochs=2", "--model.hidden_sizes=[8]"]
+TINY["ppo"] = ["--model.num_envs=2", "--model.num_steps=16", "--model.total_env_steps=96"]
+TINY["ppo"] += ["--model.update_epochs=1", "--model.eval_episodes=1", "--model.hidden_sizes=[8]"]
 TINY["sequence"] = ["--trainer.max_epochs=2", "--model.width=8", "--model.heads=2"]
 TINY["sequence"] += ["--model.layers=1", "--data.batch_size=64"]
 MODEL = {"regression": "RegressionModule", "ppo": "PPOModule", "sequence": "SequenceClassifier"}
-SIZE = {"regression": "hidden_sizes", "ppo": "hidden_sizes", "sequence": "width"}
-"""The option that sets each example's network size: ``[8]`` in TINY, ``8`` for a width."""
-
-
-def _size(example: str, width: int) -> str:
-    return str(width) if SIZE[example] == "width" else f"[{width}]"
+SIZE = {"regression": ("hidden_sizes", "[8]", "[16]"), "ppo": ("hidden_sizes", "[8]", "[16]")}
+SIZE["sequence"] = ("width", "8", "16")
+"""The option that sets each example's network size: its value in TINY, and a bigger one."""
 
 
 def _args(example: str, root: Path, *extra: str) -> list[str]:
@@ -61,11 +54,9 @@ def _args(example: str, root: Path, *extra: str) -> list[str]:
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each example's run root after a whole tiny run: ``checkpoints/last.ckpt`` is in it."""
-    roots = {}
-    for example in EXAMPLES:
-        root = tmp_path_factory.mktemp(example)
+    roots = {example: tmp_path_factory.mktemp(example) for example in EXAMPLES}
+    for example, root in roots.items():
         example_main(example)(_args(example, root))
-        roots[example] = root
     return roots
 
 
@@ -73,93 +64,55 @@ def _refusal(capsys: pytest.CaptureFixture[str], example: str, args: list[str]) 
     return refusal(capsys, lambda: example_main(example)(args))
 
 
-def _truncate(path: Path) -> None:
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
+def _half(source: Path, path: Path) -> None:
+    path.write_bytes(source.read_bytes()[: source.stat().st_size // 2])
 
 
-@pytest.mark.cli
-@pytest.mark.parametrize("example", EXAMPLES)
-def test_truncated_checkpoint_is_refused_by_name(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, finished: dict[str, Path], example: str
-) -> None:
-    broken = tmp_path / "half.ckpt"
-    shutil.copy(finished[example] / "checkpoints" / "last.ckpt", broken)
-    _truncate(broken)
-    line = _refusal(capsys, example, _args(example, tmp_path / "run", f"--ckpt_path={broken}"))
-    assert line == (
-        f"error: {broken}: not a readable checkpoint, the file is truncated or corrupt "
-        "(not a whole zip archive, as torch.save writes)"
-    )
-    assert not (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()  # nothing trained
-
-
-def _notes(path: Path) -> str:
-    path.write_text("these are notes, not weights\n")
-    return "not a readable checkpoint, the file is truncated or corrupt (not a whole zip archive"
-
-
-def _zip_of_notes(path: Path) -> str:
+def _zip_of_notes(last: Path, path: Path) -> None:
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("notes.txt", "a zip archive, but not torch.save's\n")
-    return "not a readable checkpoint, the file is truncated or corrupt (RuntimeError: "
 
 
-def _bare_weights(path: Path) -> str:
-    torch.save({"weight": torch.zeros(2)}, path)
-    return "not a Lightning checkpoint (it has no state_dict)"
+UNREADABLE = r"{file}: not a readable checkpoint, the file is truncated or corrupt \("
+NOT_ZIP = UNREADABLE + r"not a whole zip archive, as torch\.save writes\)"
+NO_STATE_DICT = r"{file}: not a Lightning checkpoint \(it has no state_dict\)"
+NO_LAST = r"--ckpt_path last: no last\.ckpt in {dir} to resume from; leave --ckpt_path out"
+# case: (--ckpt_path, how the run's checkpoints/last.ckpt is made from a finished run's, or
+# None for no file, the pattern of the line after "error: ")
+BROKEN: dict[str, tuple[str, Callable[[Path, Path], object] | None, str]] = {
+    "missing": ("{file}", None, "{file}: no such checkpoint file"),
+    "truncated": ("{file}", _half, NOT_ZIP),
+    "notes": ("{file}", lambda _, path: path.write_text("notes\n"), NOT_ZIP),
+    "zip_of_notes": ("{file}", _zip_of_notes, UNREADABLE + r"RuntimeError: .*\)"),
+    "weights": ("{file}", lambda _, path: torch.save({"w": torch.ones(1)}, path), NO_STATE_DICT),
+    "truncated_last": ("last", _half, NOT_ZIP),  # found after the model is built
+    "no_last": ("last", None, NO_LAST + " to start a new run"),
+}
 
 
 @pytest.mark.cli
 @pytest.mark.parametrize("example", EXAMPLES)
-@pytest.mark.parametrize("make", [_notes, _zip_of_notes, _bare_weights], ids=lambda f: f.__name__)
-def test_file_that_is_no_checkpoint_is_refused_by_name(
+@pytest.mark.parametrize("case", BROKEN)
+def test_a_missing_or_broken_checkpoint_is_refused_by_name_and_left_as_it_is(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
+    finished: dict[str, Path],
     example: str,
-    make: Callable[[Path], str],
+    case: str,
 ) -> None:
-    broken = tmp_path / "broken.ckpt"
-    problem = make(broken)
-    line = _refusal(capsys, example, _args(example, tmp_path / "run", f"--ckpt_path={broken}"))
-    assert line.startswith(f"error: {broken}: {problem}")
-
-
-@pytest.mark.cli
-@pytest.mark.parametrize("example", EXAMPLES)
-def test_missing_checkpoint_is_refused_by_name(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str
-) -> None:
-    missing = tmp_path / "nope.ckpt"
-    line = _refusal(capsys, example, _args(example, tmp_path / "run", f"--ckpt_path={missing}"))
-    assert line == f"error: {missing}: no such checkpoint file"
-
-
-@pytest.mark.cli
-@pytest.mark.parametrize("example", EXAMPLES)
-def test_corrupt_last_ckpt_is_refused_not_trained_over(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, finished: dict[str, Path], example: str
-) -> None:
-    root = shutil.copytree(finished[example], tmp_path / "run")
-    last = root / "checkpoints" / "last.ckpt"
-    _truncate(last)
-    size = last.stat().st_size
-    line = _refusal(capsys, example, _args(example, root, "--ckpt_path=last"))
-    assert line.startswith(f"error: {last}: not a readable checkpoint")
-    assert last.stat().st_size == size  # left for the user to inspect, not overwritten
-
-
-@pytest.mark.cli
-@pytest.mark.parametrize("example", EXAMPLES)
-def test_ckpt_path_last_without_a_checkpoint_is_refused(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str
-) -> None:
-    root = tmp_path / "typo"
-    line = _refusal(capsys, example, _args(example, root, "--ckpt_path=last"))
-    assert line == (
-        f"error: --ckpt_path last: no last.ckpt in {root / 'checkpoints'} to resume from; "
-        "leave --ckpt_path out to start a new run"
-    )
+    ckpt_path, make, pattern = BROKEN[case]
+    root = tmp_path / "run"
+    file = root / "checkpoints" / "last.ckpt"
+    if make:
+        file.parent.mkdir(parents=True)
+        make(finished[example] / "checkpoints" / "last.ckpt", file)
+    before = file.read_bytes() if make else None
+    paths = {"file": str(file), "dir": str(file.parent)}
+    args = _args(example, root, f"--ckpt_path={ckpt_path.format(**paths)}")
+    line = _refusal(capsys, example, args)
+    escaped = {key: re.escape(path) for key, path in paths.items()}
+    assert re.fullmatch("error: " + pattern.format(**escaped), line), line
+    assert file.read_bytes() == before if make else not file.exists()  # nothing trained
 
 
 @pytest.mark.cli
@@ -176,48 +129,43 @@ def test_checkpoint_of_the_other_example_is_refused(
     other: str,
     form: str,
 ) -> None:
-    foreign = finished[other] / "checkpoints" / "last.ckpt"
-    root = tmp_path / "run"
-    if form == "last":  # found by --ckpt_path last, after the model is built
-        (root / "checkpoints").mkdir(parents=True)
-        foreign = Path(shutil.copy(foreign, root / "checkpoints" / "last.ckpt"))
-    ckpt_path = foreign if form == "named" else "last"
-    line = _refusal(capsys, example, _args(example, root, f"--ckpt_path={ckpt_path}"))
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    foreign = tmp_path / "run" / "checkpoints" / "last.ckpt"  # "last" is found after the build
+    shutil.copy(finished[other] / "checkpoints" / "last.ckpt", foreign)
+    args = _args(example, tmp_path / "run", f"--ckpt_path={foreign if form == 'named' else form}")
+    line = _refusal(capsys, example, args)
     assert line.startswith(f"error: {foreign}: not a checkpoint of {MODEL[example]}: ")
     theirs = {"regression": "net.*", "ppo": "agent.*", "sequence": "encoder.*"}[other]
-    expected = f"it holds {theirs} weights" if form == "last" else "its hyperparameters "
-    assert expected in line
+    assert (f"it holds {theirs} weights" if form == "last" else "its hyperparameters ") in line
 
 
 @pytest.mark.cli
+@pytest.mark.parametrize("form", ["named", "last"])
 @pytest.mark.parametrize("example", EXAMPLES)
-def test_checkpoint_of_another_network_size_is_refused(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, finished: dict[str, Path], example: str
+def test_checkpoint_of_another_network_size(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    finished: dict[str, Path],
+    example: str,
+    form: str,
 ) -> None:
+    """``last`` (and SLURM's ``hpc_ckpt``) is looked up after the model is built and is
+    checked against it: refused. LightningCLI reads a named file's hyperparameters into the
+    model's config, so the model is built at the file's size and the run resumes."""
+    option, size, bigger = SIZE[example]
     root = shutil.copytree(finished[example], tmp_path / "run")
     last = root / "checkpoints" / "last.ckpt"
-    args = _args(example, root, "--ckpt_path=last", f"--model.{SIZE[example]}={_size(example, 16)}")
-    line = _refusal(capsys, example, args)
-    assert line.startswith(
-        f"error: {last}: written for another {MODEL[example]}: "
-        f"{SIZE[example]}={_size(example, 8)} in the file, {_size(example, 16)} here ("
-    )
-
-
-@pytest.mark.cli
-@pytest.mark.parametrize("example", EXAMPLES)
-def test_named_checkpoint_of_another_size_builds_the_model_to_fit_it(
-    tmp_path: Path, finished: dict[str, Path], example: str
-) -> None:
-    """LightningCLI reads a named file's hyperparameters into the model's config, so the
-    model is built at the file's size and the run resumes; only ``last`` and SLURM's
-    ``hpc_ckpt`` are looked up after the model is built, and are checked against it."""
-    named = finished[example] / "checkpoints" / "last.ckpt"
-    bigger = f"--model.{SIZE[example]}={_size(example, 16)}"
-    args = _args(example, tmp_path / "run", f"--ckpt_path={named}", bigger)
+    args = _args(example, root, f"--ckpt_path={last if form == 'named' else form}")
+    args.append(f"--model.{option}={bigger}")
+    if form == "last":
+        assert _refusal(capsys, example, args).startswith(
+            f"error: {last}: written for another {MODEL[example]}: "
+            f"{option}={size} in the file, {bigger} here ("
+        )
+        return
     cli = example_main(example)(args)
-    assert str(cli.model.hparams[SIZE[example]]).replace(" ", "") == _size(example, 8)  # type: ignore[attr-defined]
-    assert cli.trainer.ckpt_path == str(named)  # type: ignore[attr-defined]
+    assert str(cli.model.hparams[option]).replace(" ", "") == size  # type: ignore[attr-defined]
+    assert cli.trainer.ckpt_path == str(last)  # type: ignore[attr-defined]
 
 
 @pytest.mark.cli
@@ -235,15 +183,7 @@ def test_run_folder_under_a_regular_file_is_refused(
     )
 
 
-MODULES = {
-    example: getattr(importlib.import_module(f"{PACKAGE}.{example}"), name)
-    for example, name in (
-        ("regression", "RegressionModule"),
-        ("ppo", "PPOModule"),
-        ("sequence", "SequenceClassifier"),
-    )
-    if example in EXAMPLES
-}
+MODULES = {e: getattr(importlib.import_module(f"{PACKAGE}.{e}"), MODEL[e]) for e in EXAMPLES}
 MISSING_STEPS = [
     (example, subcommand, step)
     for example, module in MODULES.items()
@@ -277,7 +217,7 @@ def test_crash_while_writing_a_checkpoint_leaves_the_previous_last_ckpt(
     stop_early = ["--trainer.max_steps=2"] if example == "ppo" else []  # 2 of 3 rollouts
     example_main(example)(_args(example, root, *stop_early))
     last = root / "checkpoints" / "last.ckpt"
-    before = torch.load(last, weights_only=False)
+    before = torch.load(last, weights_only=False)["global_step"]
     written_to = []
     save = torch.save
 
@@ -298,8 +238,7 @@ def test_crash_while_writing_a_checkpoint_leaves_the_previous_last_ckpt(
     # The new last.ckpt was being written beside the old one, so os.replace is a rename ...
     assert written_to and written_to[0].parent == last.parent
     # ... and the crash left the old one whole, and no partial file behind.
-    after = torch.load(last, weights_only=False)
-    assert after["global_step"] == before["global_step"]
+    assert torch.load(last, weights_only=False)["global_step"] == before
     assert not [path for path in last.parent.iterdir() if path.name.startswith(".")]
 
 
@@ -322,15 +261,22 @@ def test_user_error_is_one_line_and_exit_2_other_errors_propagate(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES)
+def test_compiled_fit_with_checks_on(tmp_path: Path, example: str) -> None:
+    """In a child process: compiling costs seconds, and dynamo's caches stay out of pytest's."""
+    compiled = ["--model.compile=true", "--model.compile_backend=aot_eager"]
+    args = [*QUIET, *TINY[example], *compiled]
+    assert fit_summary(example, CONFIGS / f"{example}.yaml", args, tmp_path)["global_step"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", EXAMPLES)
 def test_command_line_exits_2_with_the_error_as_last_line(
     tmp_path: Path, finished: dict[str, Path], example: str
 ) -> None:
     broken = tmp_path / "half.ckpt"
-    shutil.copy(finished[example] / "checkpoints" / "last.ckpt", broken)
-    _truncate(broken)
-    status, lines = run_example(
-        example, _args(example, tmp_path / "run", f"--ckpt_path={broken}"), tmp_path
-    )
+    _half(finished[example] / "checkpoints" / "last.ckpt", broken)
+    args = _args(example, tmp_path / "run", f"--ckpt_path={broken}")
+    status, lines = run_example(example, args, tmp_path)
     assert status == 2, "\n".join(lines[-20:])
     assert refused_line(lines).startswith(f"error: {broken}: not a readable checkpoint")
 
@@ -362,9 +308,8 @@ def test_preset_sets_the_trainer_and_keeps_the_example(
     capsys: pytest.CaptureFixture[str], example: str, preset: Path
 ) -> None:
     config_path = CONFIGS / f"{example}.yaml"
-    printed = printed_config(
-        capsys, example, ["fit", "--config", str(config_path), "--trainer", str(preset)]
-    )
+    args = ["fit", "--config", str(config_path), "--trainer", str(preset)]
+    printed = printed_config(capsys, example, args)
     for key, value in load_yaml(preset).items():
         assert printed["trainer"][key] == value, key
     example_config = load_yaml(config_path)

@@ -1,8 +1,6 @@
-"""The logger presets of ``configs/logger/``: each writes its files under the run root,
-and on a fit with several at once, every one of them receives every metric and
-hyperparameter of the example. Each fit is a tiny one; other logger tests import the
-helpers.
-"""
+"""The logger presets of ``configs/logger/``: each writes its files under the run root, and on
+a tiny fit with several at once each receives every metric and hyperparameter of the example.
+``trackers/`` imports the helpers."""
 
 import csv
 from collections.abc import Iterable
@@ -14,38 +12,28 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from .project import CONFIGS, EXAMPLES, QUIET, example_main
 
-METRICS = {
-    "regression": {"train_loss", "val_loss", "val_r2", "val_mae"},
-    "ppo": {
-        *("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"),
-        *("learning_rate", "episodic_return", "episodic_length", "sps", "eval_return"),
-    },
-    "sequence": {"train_loss", "val_loss", "val_accuracy"},
-}
+METRICS = {"regression": {"train_loss", "val_loss", "val_r2", "val_mae"}}
+METRICS["ppo"] = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"}
+METRICS["ppo"] |= {"learning_rate", "episodic_return", "episodic_length", "sps", "eval_return"}
+METRICS["sequence"] = {"train_loss", "val_loss", "val_accuracy"}
 HYPERPARAMETERS = {  # two of each module's arguments
     "regression": {"learning_rate", "hidden_sizes"},
     "ppo": {"learning_rate", "hidden_sizes"},
     "sequence": {"learning_rate", "width"},
 }
-TINY = {
-    "regression": ["--data.synthetic_samples=256", "--data.batch_size=64"],
-    "ppo": [
-        *("--model.num_envs=2", "--model.num_steps=16", "--model.total_env_steps=96"),
-        *("--model.update_epochs=1", "--model.eval_every_env_steps=32"),
-        *("--model.eval_episodes=1", "--model.hidden_sizes=[8]"),
-    ],
-}
+TINY = {"regression": ["--data.synthetic_samples=256", "--data.batch_size=64"]}
+TINY["ppo"] = ["--model.num_envs=2", "--model.num_steps=16", "--model.total_env_steps=96"]
+TINY["ppo"] += ["--model.update_epochs=1", "--model.eval_every_env_steps=32"]
+TINY["ppo"] += ["--model.eval_episodes=1", "--model.hidden_sizes=[8]"]
 TINY["sequence"] = ["--model.width=8", "--model.heads=2", "--model.layers=1"]
-SHORT = {"regression": "--trainer.max_epochs=1", "ppo": "--trainer.max_steps=2"}
-SHORT["sequence"] = "--trainer.max_epochs=1"
+SHORT = dict.fromkeys(EXAMPLES, "--trainer.max_epochs=1") | {"ppo": "--trainer.max_steps=2"}
 """Stops before the budget's end, so that a resumed fit has steps left to take."""
 
 
 def fit(example: str, root: Path, *extra: str) -> LightningCLI:
     config = ["--config", str(CONFIGS / f"{example}.yaml")]
-    return example_main(example)(
-        ["fit", *config, f"--trainer.default_root_dir={root}", *QUIET, *extra]
-    )
+    args = ["fit", *config, f"--trainer.default_root_dir={root}", *QUIET, *extra]
+    return example_main(example)(args)
 
 
 def tensorboard(root: Path) -> tuple[set[str], set[str]]:
