@@ -1,19 +1,17 @@
 """Bad PPO input is refused before training, in one line: ``error: <what is wrong>``, exit
-status 2, no traceback. Each row of ``ROWS`` is one mistake and the pattern of that line. A
-shape error during training is no user's mistake: it keeps its traceback."""
+status 2, no traceback (the real command line's status: ``test_run_files.py``). Each row of
+``ROWS`` is one mistake and the pattern of that line. A shape error during training keeps its
+traceback: ``test_ppo.py::test_seed_rl_bug_raises_inside_training``."""
 
 import re
 from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from einops import rearrange
 from gymnasium.envs.registration import EnvSpec
-from jaxtyping import TypeCheckError
 
-from ...ppo import module as ppo_module
 from ...ppo.__main__ import main
-from ..project import CONFIGS, refusal, refused_line, run_example
+from ..project import CONFIGS, refusal
 
 CONFIG = CONFIGS / "ppo.yaml"
 TINY = ["--model.num_envs=2", "--model.num_steps=16", "--model.num_minibatches=2"]
@@ -81,41 +79,13 @@ def env_of_a_missing_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(gym.registry, spec.id, spec)
 
 
-def _args(root: Path, *options: str) -> list[str]:
-    return ["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={root}", *options]
-
-
 @pytest.mark.cli
 @pytest.mark.parametrize("row", ROWS)
 def test_bad_input_is_refused_in_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, row: str
 ) -> None:
     options, pattern = ROWS[row]
-    line = refusal(capsys, lambda: main(_args(tmp_path / "run", *options)))
+    run = ["fit", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path / 'run'}"]
+    line = refusal(capsys, lambda: main([*run, *options]))
     assert re.search("^error: " + pattern, line), line
     assert not list(tmp_path.rglob("*.ckpt"))  # nothing trained
-
-
-@pytest.mark.slow
-def test_command_line_exits_2_naming_the_env_id_last(tmp_path: Path) -> None:
-    options, pattern = ROWS["misspelt_env_id"]
-    returncode, lines = run_example("ppo", _args(tmp_path / "run", *options), tmp_path)
-    assert returncode == 2, "\n".join(lines[-30:])
-    assert re.search("^error: " + pattern, refused_line(lines))
-    assert not (tmp_path / "run").exists()
-
-
-@pytest.mark.cli
-def test_shape_error_in_training_keeps_its_traceback(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """A column of advantages reaches the typed surrogate loss: its error leaves ``main``."""
-    normalize = ppo_module.normalize_advantages
-    monkeypatch.setattr(
-        ppo_module,
-        "normalize_advantages",
-        lambda advantages: rearrange(normalize(advantages), "batch -> batch 1"),
-    )
-    budget = [*TINY, "--model.total_env_steps=32", "--trainer.logger=false"]
-    with pytest.raises(TypeCheckError, match="advantages"):
-        main(_args(tmp_path / "run", *budget))

@@ -4,7 +4,6 @@ greedy figures are the run's final ``eval_return_mean`` and ``eval_return_min`` 
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from ..project import refusal, refused_line, run_example
 from .conftest import EVAL_EPISODES, EVAL_SEED, checkpoint
 
 
-def test_replay_reproduces_the_runs_final_evaluation(trained: Path, tmp_path: Path) -> None:
+def test_replay_defaults_to_the_runs_final_evaluation(trained: Path, tmp_path: Path) -> None:
     summary = json.loads((trained / "summary.json").read_text())
     output = tmp_path / "replay.json"
     report = main(["--ckpt_path", checkpoint(trained), "--output", str(output)])
@@ -26,41 +25,23 @@ def test_replay_reproduces_the_runs_final_evaluation(trained: Path, tmp_path: Pa
     assert json.loads(output.read_text()) == report
     sampled = report["sampled_returns"]
     assert len(sampled) == EVAL_EPISODES and report["sampled_return_min"] == min(sampled)
-
-
-def test_seed_and_episodes_can_be_chosen(trained: Path) -> None:
     report = main(["--ckpt_path", checkpoint(trained), "--seed", "5", "--episodes", "2"])
     assert (report["seed"], report["episodes"]) == (5, 2)
     assert len(report["deterministic_returns"]) == 2
 
 
-def _truncated(root: Path, folder: Path) -> Path:
-    path = Path(shutil.copy(checkpoint(root), folder / "half.ckpt"))
-    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    return path
-
-
-def _regression_like(folder: Path) -> Path:
-    path = folder / "regression.ckpt"
-    hyperparameters = {"learning_rate": 1e-3, "weight_decay": 0.0}
-    torch.save(
-        {"state_dict": {"net.weight": torch.zeros(2)}, "hyper_parameters": hyperparameters}, path
-    )
-    return path
-
-
-# row: (arguments, with {trained} and {dir} filled in, and the pattern of the last line)
+# row: (arguments, with {trained}, {root} and {dir} filled in, and the pattern of the last line)
 ROWS: dict[str, tuple[list[str], str]] = {
     "missing_checkpoint": (
         ["--ckpt_path={dir}/nope.ckpt"],
         r".*/nope\.ckpt: no such checkpoint file$",
     ),
     "truncated_checkpoint": (
-        ["--ckpt_path={truncated}"],
+        ["--ckpt_path={dir}/half.ckpt"],
         r".*/half\.ckpt: not a readable checkpoint, the file is truncated or corrupt",
     ),
     "other_models_checkpoint": (
-        ["--ckpt_path={regression}"],
+        ["--ckpt_path={dir}/regression.ckpt"],
         r".*/regression\.ckpt: not a checkpoint of PPOModule: its hyperparameters weight_decay",
     ),
     "no_episodes": (
@@ -88,13 +69,13 @@ ROWS: dict[str, tuple[list[str], str]] = {
 
 
 def _args(row: str, trained: Path, folder: Path) -> list[str]:
-    paths = {
-        "trained": checkpoint(trained),
-        "root": str(trained),
-        "dir": str(folder),
-        "truncated": str(_truncated(trained, folder)),
-        "regression": str(_regression_like(folder)),
-    }
+    """The row's arguments; a truncated checkpoint and a regression-like one go to ``folder``."""
+    whole = Path(checkpoint(trained)).read_bytes()
+    (folder / "half.ckpt").write_bytes(whole[: len(whole) // 2])
+    hyperparameters = {"learning_rate": 1e-3, "weight_decay": 0.0}
+    regression = {"state_dict": {"net.weight": torch.zeros(2)}, "hyper_parameters": hyperparameters}
+    torch.save(regression, folder / "regression.ckpt")
+    paths = {"trained": checkpoint(trained), "root": str(trained), "dir": str(folder)}
     return [argument.format(**paths) for argument in ROWS[row][0]]
 
 
@@ -108,9 +89,8 @@ def test_bad_input_is_refused_in_one_line(
 
 @pytest.mark.slow
 def test_command_line_exits_2_with_the_error_last(tmp_path: Path, trained: Path) -> None:
-    returncode, lines = run_example(
-        "ppo.enjoy", _args("other_models_checkpoint", trained, tmp_path), tmp_path
-    )
+    args = _args("other_models_checkpoint", trained, tmp_path)
+    returncode, lines = run_example("ppo.enjoy", args, tmp_path)
     assert returncode == 2, "\n".join(lines[-30:])
     assert re.search("^error: " + ROWS["other_models_checkpoint"][1], refused_line(lines))
 

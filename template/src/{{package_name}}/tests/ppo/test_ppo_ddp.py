@@ -1,8 +1,6 @@
-"""PPO on two CPU processes, and PPO resumed from a checkpoint.
-
-The DDP run is a child process (``python -m <package>.ppo``): DDP's launcher starts the
-second process by rerunning the command line. The resumed run is in this process.
-"""
+"""PPO on two CPU processes, and PPO resumed from a checkpoint. The DDP run is a child process
+(``python -m <package>.ppo``): DDP's launcher starts the second process by rerunning the
+command line. The resumed run is in this process."""
 
 import csv
 import json
@@ -16,14 +14,8 @@ from ...ppo.__main__ import main
 from ..project import QUIET, refusal, run_example
 
 ROLLOUT = 4 * 32  # env steps of one process's rollout
-TINY = [
-    "--model.num_envs=4",
-    "--model.num_steps=32",
-    "--model.update_epochs=2",
-    "--model.num_minibatches=1",
-    "--model.eval_every_env_steps=0",
-    "--model.eval_episodes=2",
-]
+TINY = ["--model.num_envs=4", "--model.num_steps=32", "--model.update_epochs=2"]
+TINY += ["--model.num_minibatches=1", "--model.eval_every_env_steps=0", "--model.eval_episodes=2"]
 
 
 def _args(root: Path, *extra: str) -> list[str]:
@@ -48,9 +40,8 @@ def _logged(root: Path, name: str) -> dict[int, float]:
 @pytest.mark.slow
 def test_ddp_ranks_collect_different_rollouts_and_count_steps_globally(tmp_path: Path) -> None:
     ddp = ["--trainer.strategy=ddp", "--trainer.devices=2", "--model.total_env_steps=1024"]
-    returncode, lines = run_example(
-        "ppo", _args(tmp_path, *ddp), tmp_path, {"OMP_NUM_THREADS": "1"}
-    )
+    args = _args(tmp_path, *ddp)
+    returncode, lines = run_example("ppo", args, tmp_path, {"OMP_NUM_THREADS": "1"})
     # A run whose processes ended with different parameters raises at its end.
     assert returncode == 0, "\n".join(lines[-30:])
 
@@ -73,8 +64,8 @@ def test_resume_restores_optimizer_schedule_env_steps_and_evaluations(tmp_path: 
         "--model.total_env_steps=512",
         "--model.learning_rate=0.001",
         "--model.anneal_lr=true",
-        f"--model.eval_every_env_steps={ROLLOUT}",
     ]
+    budget.append(f"--model.eval_every_env_steps={ROLLOUT}")
     # Two optimizer steps per rollout: max_steps=4 stops after two of the four rollouts.
     main(_args(tmp_path, *budget, "--trainer.max_steps=4"))
     cli = main(_args(tmp_path, *budget, "--ckpt_path=last"))
@@ -100,10 +91,9 @@ def test_resume_with_another_number_of_processes_is_refused(
     assert PPOModule.load_from_checkpoint(last).rollouts_done == 1  # no trainer needed
     checkpoint = torch.load(last, weights_only=False)
     checkpoint["ppo"]["processes"] = 2
-    torch.save(checkpoint, tmp_path / "from_two.ckpt")
-    line = refusal(
-        capsys, lambda: main(_args(tmp_path, f"--ckpt_path={tmp_path / 'from_two.ckpt'}"))
-    )
+    from_two = tmp_path / "from_two.ckpt"
+    torch.save(checkpoint, from_two)
+    line = refusal(capsys, lambda: main(_args(tmp_path, f"--ckpt_path={from_two}")))
     assert line == (
         "error: the checkpoint was written by 2 processes; resume it with as many, not 1"
     )
