@@ -3,8 +3,7 @@
 DDP runs and the killed run are child processes (``python -m <package>.regression``): DDP's
 launcher starts the second process by rerunning the command line, and SIGKILL must not hit
 pytest. Every run uses one torch thread, as DDP gives each process, so that the single
-process runs compare like with like.
-"""
+process runs compare like with like."""
 
 import json
 import os
@@ -21,7 +20,7 @@ import torch
 from ...core.metrics import mean_absolute_error, r2_score
 from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
-from ..project import PACKAGE, QUIET, child_environment
+from ..project import PACKAGE, QUIET, child_environment, run_example
 
 DATA = ["--data.synthetic_samples=2045", "--data.batch_size=128"]  # 409 validation rows
 MODEL = ["--model.hidden_sizes=[64, 64]", "--model.learning_rate=0.02"]
@@ -63,9 +62,9 @@ def test_ddp_val_r2_is_exact_and_close_to_one_process(tmp_path: Path) -> None:
     budget = ["--trainer.max_epochs=10", "--trainer.check_val_every_n_epoch=5"]
     main(_args(tmp_path / "single", *budget))
     single = _summary(tmp_path / "single")
-    output = tmp_path / "ddp_output.txt"
-    child = _child(_args(tmp_path / "ddp", *budget, *DDP), output)
-    assert child.wait(timeout=120) == 0, output.read_text()[-3000:]
+    args = _args(tmp_path / "ddp", *budget, *DDP)
+    returncode, lines = run_example("regression", args, tmp_path, {"OMP_NUM_THREADS": "1"})
+    assert returncode == 0, "\n".join(lines[-30:])
     ddp = _summary(tmp_path / "ddp")
     assert ddp["processes"] == 2
     # The bound asked for is 0.02; with --data.batch_size counted over all processes, both

@@ -10,12 +10,14 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
+from ...core.broadcast import BroadcastGuard
 from ...regression import RegressionData, RegressionModule
-from ...run.guards import NonFiniteError, NonFiniteLocator
-from ..project import CONFIGS, PACKAGE, run_example
+from ...run.guards import BroadcastGuardCallback, NonFiniteError, NonFiniteLocator
+from ..project import CONFIGS, PACKAGE, quiet_trainer, run_example
 
 CONFIG = CONFIGS / "regression.yaml"
 SAMPLES = 1280  # four training steps of 256 rows per epoch
+FIRST = "non-finite output first at net.layers.2 (Linear) in batch 2"  # of ExplodeLayer(step=6)
 
 
 class ExplodeLayer(Callback):
@@ -41,16 +43,8 @@ class ExplodeLayer(Callback):
 
 def _trainer(root: Path, *callbacks: Callback) -> L.Trainer:
     saving = ModelCheckpoint(root / "checkpoints", monitor="val_loss", save_last=True)
-    return L.Trainer(
-        default_root_dir=root,
-        max_epochs=3,
-        limit_val_batches=1,
-        accelerator="cpu",
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[*callbacks, saving],
-    )
+    options = dict(max_epochs=3, limit_val_batches=1, accelerator="cpu")
+    return quiet_trainer(default_root_dir=root, callbacks=[*callbacks, saving], **options)
 
 
 def _model(data: RegressionData) -> RegressionModule:
@@ -65,9 +59,7 @@ def test_exploding_layer_is_named_and_last_checkpoint_survives(tmp_path: Path) -
     with pytest.raises(NonFiniteError) as caught:
         _trainer(tmp_path, NonFiniteLocator(), explode).fit(_model(data), data)
     report = str(caught.value)
-    assert report.splitlines()[-1].startswith(
-        "non-finite output first at net.layers.2 (Linear) in batch 2 of epoch 1;"
-    )
+    assert report.splitlines()[-1].startswith(f"{FIRST} of epoch 1;")
     assert "  input 0: float32 (256, 128), min " in report and ", 0 NaN, 0 Inf" in report
     saved = torch.load(tmp_path / "nonfinite_batch.pt", weights_only=True)
     assert saved["batch"][0].shape == (256, 8) and saved["global_step"] == 6
@@ -79,10 +71,17 @@ def test_exploding_layer_is_named_and_last_checkpoint_survives(tmp_path: Path) -
     assert all(parameter.isfinite().all() for parameter in restored.parameters())
 
 
-def test_finite_regression_run_never_fires(tmp_path: Path) -> None:
+def test_a_finite_regression_fit_raises_no_false_alarm(
+    broadcast_guard: BroadcastGuard, tmp_path: Path
+) -> None:
+    """Neither the locator nor BroadcastGuard fires. The fixture guards the whole fit (setup,
+    validation, checkpoints); the callback's own guard proves the training-time path is
+    active for each of its six steps, which span two epochs."""
     data = RegressionData(synthetic_samples=SAMPLES)
-    _trainer(tmp_path, NonFiniteLocator()).fit(_model(data), data)
+    guard = BroadcastGuardCallback(steps=6)
+    _trainer(tmp_path, NonFiniteLocator(), guard).fit(_model(data), data)
     assert not list(tmp_path.glob("nonfinite_*"))
+    assert guard.guarded == 6
 
 
 @pytest.mark.slow
@@ -99,6 +98,4 @@ def test_cli_exits_1_with_its_traceback_and_one_line_summary_last(tmp_path: Path
     returncode, lines = run_example("regression", args, tmp_path)
     assert returncode == 1, "\n".join(lines[-30:])
     assert any(line.startswith("Traceback") for line in lines)
-    assert lines[-1].startswith("non-finite output first at net.layers.2 (Linear) in batch 2"), (
-        "\n".join(lines[-30:])
-    )
+    assert lines[-1].startswith(FIRST), "\n".join(lines[-30:])

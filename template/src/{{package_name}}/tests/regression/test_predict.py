@@ -45,11 +45,6 @@ def _predict_args(checkpoint: Path, csv: Path, root: Path, *extra: str) -> list[
             f"--data.predict_csv={csv}"]  # fmt: skip
 
 
-def _predict(checkpoint: Path, csv: Path, root: Path, *extra: str) -> list[Path]:
-    main(_predict_args(checkpoint, csv, root, *extra))
-    return list(root.rglob("predictions.csv"))
-
-
 def test_checkpoint_holds_the_encoding_in_built_in_types(checkpoint: Path) -> None:
     (summary,) = checkpoint.parents[1].rglob("summary.json")
     assert json.loads(summary.read_text())["val_r2"] is not None
@@ -68,7 +63,8 @@ def test_predictions_equal_the_forward_of_the_checkpoint_in_target_units(
     csv.write_text("b,note,city,a\n0.5,x,Paris,1.5\n-1,y,Lyon,\n0.25,z,Rome,-2\n2,w,Nice,0\n")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        (written,) = _predict(checkpoint, csv, tmp_path / "run")
+        main(_predict_args(checkpoint, csv, tmp_path / "run"))
+        (written,) = (tmp_path / "run").rglob("predictions.csv")
         # ModelCheckpoint says it will not reload its best files from another folder; only
         # a fit writes checkpoints, so predict under a root of its own hides that, and only
         # for the predict: a fit that this process runs next is told.
@@ -120,7 +116,8 @@ def test_predict_refuses_a_file_without_a_feature_column(
 def test_a_file_with_only_a_header_predicts_no_rows(checkpoint: Path, tmp_path: Path) -> None:
     csv = tmp_path / "new.csv"
     csv.write_text("a,b,city\n")
-    (written,) = _predict(checkpoint, csv, tmp_path)
+    main(_predict_args(checkpoint, csv, tmp_path))
+    (written,) = tmp_path.rglob("predictions.csv")
     assert written.read_text().splitlines() == ["a,b,city,prediction"]
 
 
@@ -139,18 +136,11 @@ def test_a_million_rows_are_predicted_in_chunks(checkpoint: Path, tmp_path: Path
     block = "".join(f"{i / 100},{(i * 7) % 13 / 5},{'Paris' if i % 2 else 'Nice'}\n"
                     for i in range(1000))  # fmt: skip
     csv = tmp_path / "million.csv"
-    with csv.open("w") as handle:
-        handle.write("a,b,city\n")
-        for _ in range(1000):
-            handle.write(block)
+    csv.write_text("a,b,city\n" + block * 1000)
     args = _predict_args(checkpoint, csv, tmp_path, "--trainer.logger=false")
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD.replace("PACKAGE", PACKAGE), *args],
-        env=child_environment({"OMP_NUM_THREADS": "1"}),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    command = [sys.executable, "-c", CHILD.replace("PACKAGE", PACKAGE), *args]
+    environment = child_environment({"OMP_NUM_THREADS": "1"})
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert float(done.stdout.strip().splitlines()[-1]) < 1024  # MiB of peak memory growth
     with (tmp_path / "predictions.csv").open() as handle:
