@@ -66,14 +66,16 @@ def test_pyright_basic_is_clean(project: Path) -> None:
 
 def test_project_suite_passes(project: Path) -> None:
     """The whole suite where every feature is on (the ``full`` preset: DDP, SLURM, sweeps,
-    the R² test); the quick suite elsewhere, whose slow tests ``full`` runs too."""
+    the R² test), on two workers; the quick suite elsewhere, whose slow tests ``full`` runs
+    too. The whole suite is most of this session's work: run in one process, it would be
+    the last to finish by minutes."""
     answers = (project / ".copier-answers.yml").read_text()
     every = all(f"{feature}: true" in answers for feature in FEATURES)
-    selected = [] if every else ["-m", QUICK]
+    selected = ["-n", "2"] if every else ["-m", QUICK]
     done = _run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *selected],
         project,
-        timeout=900,
+        timeout=1800,
     )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
 

@@ -151,9 +151,16 @@ class PPOModule(L.LightningModule):
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
         self.automatic_optimization = False
-        for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "eval_episodes"):
-            if self.hparams[name] < 1:
-                raise UserError(f"--model.{name} must be at least 1, got {self.hparams[name]}")
+        counts = {
+            "num_envs": num_envs,
+            "num_steps": num_steps,
+            "num_minibatches": num_minibatches,
+            "update_epochs": update_epochs,
+            "eval_episodes": eval_episodes,
+        }
+        for name, count in counts.items():
+            if count < 1:
+                raise UserError(f"--model.{name} must be at least 1, got {count}")
         self.rollout_size = num_envs * num_steps
         if self.rollout_size % num_minibatches:
             raise UserError(

@@ -12,6 +12,7 @@ from typing import Any
 import lightning as L
 import torch
 from einops import rearrange
+from lightning.pytorch.utilities.parsing import AttributeDict
 from torch import nn
 
 from ..core import masks
@@ -97,6 +98,7 @@ class SequenceEncoder(nn.Module):
 
 
 class SequenceClassifier(L.LightningModule):
+    hparams: AttributeDict  # type: ignore[assignment]  # what save_hyperparameters stores
     feature_mean: Tensor
     feature_std: Tensor
 
@@ -197,8 +199,10 @@ class SequenceClassifier(L.LightningModule):
         return rows, predicted, confidence
 
     def configure_optimizers(self) -> Any:
-        lr, weight_decay = self.hparams["learning_rate"], self.hparams["weight_decay"]
-        optimizer = torch.optim.AdamW(self.parameters(), lr=lr, weight_decay=weight_decay)
+        hp = self.hparams
+        optimizer = torch.optim.AdamW(
+            self.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay
+        )
         total = self.trainer.estimated_stepping_batches
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, int(total)))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

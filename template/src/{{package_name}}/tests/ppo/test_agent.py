@@ -1,11 +1,13 @@
 """The agent's two discrete paths that skip a ``Categorical``: ``evaluate`` must give its
 log-probabilities, entropies and gradients, and ``sample`` must draw from its softmax and
-refuse logits it could not draw from."""
+refuse logits it could not draw from. Compiled, a wrong shape still raises at its boundary
+(a compiled fit: ``test_run_files.py``; bf16 autocast: ``test_ppo.py``)."""
 
 import gymnasium as gym
 import pytest
 import torch
 from einops import rearrange, repeat
+from jaxtyping import TypeCheckError
 from torch.distributions import Categorical
 from torch.nn import functional as F
 
@@ -73,3 +75,14 @@ def test_a_discrete_draw_refuses_a_row_without_a_finite_maximum() -> None:
         drawn = agent.sample(torch.randn(1000, 4))
     assert not bool((drawn == 1).any())
     assert bool((drawn == 0).any()) and bool((drawn == 2).any())
+
+
+def test_compiled_agent_rejects_a_column_observation() -> None:
+    torch._dynamo.reset()
+    agent = ActorCritic(4, gym.spaces.Discrete(2), (8,))
+    agent.compile_networks(backend="aot_eager")
+    for _ in range(2):
+        assert agent.value(torch.randn(5, 4)).shape == (5,)
+        assert agent.sample(torch.randn(5, 4)).shape == (5,)
+    with pytest.raises(TypeCheckError):
+        agent.value(torch.randn(5, 4, 1))

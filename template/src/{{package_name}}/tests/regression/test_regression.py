@@ -1,4 +1,5 @@
-"""The regression example end to end: CLI, CSV input, summary.json, checkpoints."""
+"""The regression example end to end: CLI, CSV input, summary.json, checkpoints; compiled,
+a wrong shape still raises at its boundary (a compiled fit: ``test_run_files.py``)."""
 
 import json
 from pathlib import Path
@@ -112,3 +113,12 @@ def test_column_gives_the_batches_as_torch_cat_does_and_keeps_float32_at_least()
     assert taken.dtype == torch.float64 and taken.tolist() == [1.0, 2.0, 3.0]
     column.append(torch.tensor([1.0], dtype=torch.bfloat16))
     assert column.take().dtype == torch.float32
+
+
+def test_compiled_module_rejects_a_column_input() -> None:
+    torch._dynamo.reset()
+    module = RegressionModule(3, (8,), compile=True, compile_backend="aot_eager")
+    assert module(torch.randn(4, 3)).shape == (4,)
+    assert module(torch.randn(4, 3)).shape == (4,)
+    with pytest.raises(TypeCheckError):
+        module(torch.randn(4, 3, 1))
