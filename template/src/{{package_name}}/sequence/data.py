@@ -147,7 +147,7 @@ class SequenceData(L.LightningDataModule):
         csv_path: Path | None = None,
         target: str = "speaker",
         sequence: str = "utterance",
-        order: str | None = "step",
+        order: str | None = None,
         predict_csv: Path | None = None,
         missing: Missing = "error",
         val_fraction: float = 0.2,
@@ -162,7 +162,7 @@ class SequenceData(L.LightningDataModule):
                 sequence.
             sequence: Column naming the sequence a row belongs to.
             order: Column giving the steps' order within a sequence; None keeps the
-                table's row order.
+                table's row order (the shipped set is ordered by its ``step`` column).
             predict_csv: Table to predict, for the ``predict`` subcommand only; it needs the
                 feature columns the checkpoint was trained on, ``sequence`` and ``order``.
             missing: What a row with a missing or non-numeric value does: ``error`` refuses
@@ -182,6 +182,8 @@ class SequenceData(L.LightningDataModule):
         if self.predict_csv:
             return  # predict reads its table once the checkpoint has said which features
         path = SHIPPED if csv_path is None else Path(csv_path)
+        if csv_path is None and order is None:
+            order = "step"
         names, steps, labels, self.feature_columns = read_sequences(
             path, sequence, order, target, missing
         )

@@ -174,6 +174,28 @@ def test_bad_tables_are_refused_in_one_line(
     assert not (tmp_path / "run").exists()
 
 
+def test_without_order_a_table_keeps_its_row_order(tmp_path: Path) -> None:
+    """``--data.order`` left out: the rows' order is the steps' order, ``t`` a feature."""
+    table = _table(tmp_path / "t.csv", _two_classes())
+    data = SequenceData(table, target="label", sequence="id", val_fraction=0.5)
+    assert data.feature_columns == ["t", "a", "b"]
+    for steps, _ in data.train_set:  # the rows were written last step first
+        assert steps[:, 0].tolist() == sorted(steps[:, 0].tolist(), reverse=True)
+
+
+def test_compiled_model_rejects_a_padding_mask_on_the_wrong_axis() -> None:
+    """Compiled, the shapes are still checked at the boundary (a compiled fit:
+    ``test_run_files.py``; bf16: the long-table fit above)."""
+    torch._dynamo.reset()
+    model = SequenceClassifier(
+        3, width=8, heads=2, layers=1, compile=True, compile_backend="aot_eager"
+    )
+    features, real = torch.randn(4, 5, 3), torch.ones(4, 5, dtype=torch.bool)
+    assert model(features, real).shape == (4, 2)
+    with pytest.raises(TypeCheckError):
+        model(features, rearrange(real, "b t -> t b"))
+
+
 @pytest.mark.parametrize("world", [2, 3])
 def test_gathered_validation_counts_each_sequence_once_in_order(world: int) -> None:
     """What the DDP test below cannot show on the shipped data, whose 128 validation
