@@ -30,41 +30,35 @@ def test_replay_defaults_to_the_runs_final_evaluation(trained: Path, tmp_path: P
     assert len(report["deterministic_returns"]) == 2
 
 
-# row: (arguments, with {trained}, {root} and {dir} filled in, and the pattern of the last line)
-ROWS: dict[str, tuple[list[str], str]] = {
+# row: (the arguments, with {ckpt}, {root} and {dir} filled in; the pattern of the last line)
+ROWS: dict[str, tuple[str, str]] = {
     "missing_checkpoint": (
-        ["--ckpt_path={dir}/nope.ckpt"],
+        "--ckpt_path={dir}/nope.ckpt",
         r".*/nope\.ckpt: no such checkpoint file$",
     ),
     "truncated_checkpoint": (
-        ["--ckpt_path={dir}/half.ckpt"],
+        "--ckpt_path={dir}/half.ckpt",
         r".*/half\.ckpt: not a readable checkpoint, the file is truncated or corrupt",
     ),
     "other_models_checkpoint": (
-        ["--ckpt_path={dir}/regression.ckpt"],
+        "--ckpt_path={dir}/regression.ckpt",
         r".*/regression\.ckpt: not a checkpoint of PPOModule: its hyperparameters weight_decay",
     ),
-    "no_episodes": (
-        ["--ckpt_path={trained}", "--episodes=0"],
-        r"--episodes must be at least 1, got 0$",
-    ),
+    "no_episodes": ("--ckpt_path={ckpt} --episodes=0", r"--episodes must be at least 1, got 0$"),
     "output_under_a_file": (
-        ["--ckpt_path={trained}", "--output={root}/summary.json/replay.json"],
+        "--ckpt_path={ckpt} --output={root}/summary.json/replay.json",
         r"--output .*summary\.json: cannot write there: .*summary\.json is a file$",
     ),
     "negative_seed": (
-        ["--ckpt_path={trained}", "--seed=-1"],
+        "--ckpt_path={ckpt} --seed=-1",
         r"--seed must be in \[0, 2\*\*32\), as environments take it; got -1$",
     ),
     "output_is_a_folder": (
-        ["--ckpt_path={trained}", "--output={dir}"],
+        "--ckpt_path={ckpt} --output={dir}",
         r"--output .*: a folder; name a file to write$",
     ),
-    "no_checkpoint_named": (["--episodes=2"], r"the following arguments are required: ckpt_path$"),
-    "wrong_type": (
-        ["--ckpt_path={trained}", "--seed=lots"],
-        r'Parser key "seed": .*Given value: lots$',
-    ),
+    "no_checkpoint_named": ("--episodes=2", r"the following arguments are required: ckpt_path$"),
+    "wrong_type": ("--ckpt_path={ckpt} --seed=lots", r'Parser key "seed": .*Given value: lots$'),
 }
 
 
@@ -75,8 +69,8 @@ def _args(row: str, trained: Path, folder: Path) -> list[str]:
     hyperparameters = {"learning_rate": 1e-3, "weight_decay": 0.0}
     regression = {"state_dict": {"net.weight": torch.zeros(2)}, "hyper_parameters": hyperparameters}
     torch.save(regression, folder / "regression.ckpt")
-    paths = {"trained": checkpoint(trained), "root": str(trained), "dir": str(folder)}
-    return [argument.format(**paths) for argument in ROWS[row][0]]
+    paths = {"ckpt": checkpoint(trained), "root": str(trained), "dir": str(folder)}
+    return ROWS[row][0].format(**paths).split()
 
 
 @pytest.mark.parametrize("row", ROWS)
