@@ -106,14 +106,3 @@ def test_seed_rl_bug_column_advantages_raise_naming_argument_and_shapes() -> Non
     message = str(error.value)
     assert "parameter 'advantages'" in message
     assert "f32[6]" in message and "f32[6,1]" in message
-
-
-@pytest.mark.no_broadcast_guard
-def test_unchecked_column_advantages_give_every_action_the_same_credit() -> None:
-    # What the checks prevent: with (N, 1) advantages the gradient of the loss with respect
-    # to each log-probability is the same, -mean(A)/N, whatever that action's advantage.
-    log_prob = torch.zeros(4, requires_grad=True)
-    advantages = torch.tensor([[3.0], [-1.0], [0.5], [-1.5]])
-    (-(log_prob * advantages).mean()).backward()
-    assert log_prob.grad is not None
-    torch.testing.assert_close(log_prob.grad, torch.full((4,), -0.25 / 4))

@@ -21,7 +21,6 @@ from ...core.shapes import checks_disabled
 from ...ppo import PPOModule, PPOReporting
 from ...ppo import __main__ as ppo_main
 from ...ppo import module as ppo_module
-from ...ppo.__main__ import main
 from ...ppo.agent import ActorCritic
 from ...ppo.envs import make_vector_env
 from ...ppo.rollout import Episodes, RolloutCollector
@@ -31,7 +30,7 @@ from ..project import CONFIGS, QUIET, quiet_trainer
 
 def _fit(root: Path, *extra: str, config: str = "ppo.yaml") -> dict:
     fit = ["fit", "--config", str(CONFIGS / config), f"--trainer.default_root_dir={root}"]
-    main([*fit, *QUIET, *extra])
+    ppo_main.main([*fit, *QUIET, *extra])
     (summary_path,) = root.rglob("summary.json")
     return json.loads(summary_path.read_text())
 
@@ -81,8 +80,7 @@ def test_short_bf16_fit_writes_the_summary_contract_and_a_weights_only_checkpoin
     budget = ["--model.total_env_steps=3072", "--model.eval_every_env_steps=1024"]
     summary = _fit(tmp_path, *budget, "--model.update_epochs=1", "--trainer.precision=bf16-mixed")
     assert {"eval_return_mean", "env_steps", "train_seconds", *SOLVED} <= summary.keys()
-    assert summary["solved_return"] == 475
-    assert summary["env_steps"] == 3072
+    assert (summary["solved_return"], summary["env_steps"]) == (475, 3072)
     assert summary["eval_episodes"] >= 10
     # Every 1024 steps; the end falls on 3072, so it is not evaluated twice.
     assert [steps for steps, _ in summary["evaluations"]] == [1024, 2048, 3072]
@@ -105,12 +103,10 @@ def test_steps_to_solved_is_read_off_the_rolling_20_episode_mean() -> None:
     module.collector = _collector(num_envs=1, num_steps=1)
     # Ten episodes return 50, then every one 500. The 20-episode mean first reaches 100 at
     # the 20th episode (mean 275; fewer than 20 never count).
-    module.collector.episodes = Episodes(
-        env_steps=[10 * (index + 1) for index in range(40)],
-        seconds=[0.5 * (index + 1) for index in range(40)],
-        returns=[50.0] * 10 + [500.0] * 30,
-        lengths=[1] * 40,
-    )
+    counts = range(1, 41)
+    steps, seconds = [10 * count for count in counts], [0.5 * count for count in counts]
+    returns = [50.0] * 10 + [500.0] * 30
+    module.collector.episodes = Episodes(steps, seconds, returns, lengths=[1] * 40)
     extras = PPOReporting().summary_extras(L.Trainer(logger=False), module)
     solved = {"solved_return": 100.0, "steps_to_solved": 200, "seconds_to_solved": 10.0}
     assert extras == {**solved, "steps_to_solved_or_penalty": None}  # no evaluation yet
@@ -188,8 +184,9 @@ def test_seed_rl_bug_unchecked_is_still_caught_by_the_broadcast_guard(
 @pytest.mark.cli
 @pytest.mark.no_broadcast_guard
 def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> None:
-    # Four rollouts are enough: the (N, 1) advantages leave almost no learning signal, so
-    # the buggy run's return stays at its initial policy's while the correct one's climbs.
+    # Four rollouts are enough: with (N, 1) advantages every action gets the same credit
+    # (the loss's gradient for each log-prob is -mean(A)/N), so the buggy run's return stays
+    # at its initial policy's while the correct one's climbs.
     budget = ["--model.total_env_steps=2048", "--model.eval_every_env_steps=0"]
     correct = _fit(tmp_path / "correct", *budget)
     monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
@@ -197,11 +194,9 @@ def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> N
     monkeypatch.setattr(ppo_main, "BroadcastGuardCallback", lambda steps: BroadcastGuardCallback(0))
     with checks_disabled():
         buggy = _fit(tmp_path / "buggy", *budget)
-    print(
-        f"\nPPO seed bug at {budget[0]}: eval return correct {correct['eval_return_mean']}, "
-        f"(N, 1) advantages unchecked {buggy['eval_return_mean']}"
-    )
-    assert correct["eval_return_mean"] >= 2 * buggy["eval_return_mean"]
+    returns = correct["eval_return_mean"], buggy["eval_return_mean"]
+    print(f"\nPPO seed bug at {budget[0]}: eval return correct {returns[0]}, buggy {returns[1]}")
+    assert returns[0] >= 2 * returns[1]
 
 
 def test_a_plain_trainer_gets_the_statistics_at_the_env_step_count(tmp_path: Path) -> None:
