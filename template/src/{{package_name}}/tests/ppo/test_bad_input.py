@@ -16,33 +16,22 @@ from ..project import CONFIGS, refusal
 CONFIG = CONFIGS / "ppo.yaml"
 TINY = ["--model.num_envs=2", "--model.num_steps=16", "--model.num_minibatches=2"]
 
+# env_id: what follows "error: env_id '<env_id>'" on the last line
+ENV_IDS = {
+    "CartPol-v1": (  # misspelt
+        " is not a registered gymnasium environment; did you mean CartPole-v1, CartPole-v0"
+    ),
+    "CartPole-v9": " is not a registered .*did you mean CartPole-v1",  # an unknown version
+    "Nothing-v0": " is not a registered gymnasium environment; see ",
+    "no_such_module:Env-v0": ": cannot import 'no_such_module'",
+    "NeedsMissingPackage-v0": ": missing_package is not installed, run `pip install",
+    "FrozenLake-v1": r": observations must be flat Box vectors, got Discrete\(16\)$",
+}
 # row: (options after the config, the pattern of the last line)
 ROWS: dict[str, tuple[list[str], str]] = {
-    "misspelt_env_id": (
-        ["--model.env_id=CartPol-v1"],
-        r"env_id 'CartPol-v1' is not a registered gymnasium environment; "
-        r"did you mean CartPole-v1, CartPole-v0",
-    ),
-    "unknown_version": (
-        ["--model.env_id=CartPole-v9"],
-        r"env_id 'CartPole-v9' is not a registered .*did you mean CartPole-v1",
-    ),
-    "unknown_env_id": (
-        ["--model.env_id=Nothing-v0"],
-        r"env_id 'Nothing-v0' is not a registered gymnasium environment; see ",
-    ),
-    "unknown_env_module": (
-        ["--model.env_id=no_such_module:Env-v0"],
-        r"env_id 'no_such_module:Env-v0': cannot import 'no_such_module'",
-    ),
-    "env_package_not_installed": (
-        ["--model.env_id=NeedsMissingPackage-v0"],
-        r"env_id 'NeedsMissingPackage-v0': missing_package is not installed, run `pip install",
-    ),
-    "env_without_vector_observations": (
-        ["--model.env_id=FrozenLake-v1"],
-        r"env_id 'FrozenLake-v1': observations must be flat Box vectors, got Discrete\(16\)$",
-    ),
+    env: ([f"--model.env_id={env}"], f"env_id '{env}'{rest}") for env, rest in ENV_IDS.items()
+}
+ROWS |= {
     "no_environments": (["--model.num_envs=0"], r"--model\.num_envs must be at least 1, got 0$"),
     "uneven_minibatches": (
         [*TINY, "--model.num_minibatches=3"],
