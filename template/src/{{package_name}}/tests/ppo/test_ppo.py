@@ -74,9 +74,7 @@ SOLVED = ("solved_return", "steps_to_solved", "seconds_to_solved")
 
 
 @pytest.mark.cli
-def test_short_bf16_fit_writes_the_summary_contract_and_a_weights_only_checkpoint(
-    tmp_path: Path,
-) -> None:
+def test_short_bf16_fit_writes_the_summary_and_a_weights_only_checkpoint(tmp_path: Path) -> None:
     budget = ["--model.total_env_steps=3072", "--model.eval_every_env_steps=1024"]
     summary = _fit(tmp_path, *budget, "--model.update_epochs=1", "--trainer.precision=bf16-mixed")
     assert {"eval_return_mean", "env_steps", "train_seconds", *SOLVED} <= summary.keys()
