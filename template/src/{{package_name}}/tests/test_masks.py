@@ -121,9 +121,7 @@ def forward(self, x, keep=None):
 """
 
 
-def test_bug_3_the_wrong_triangle_is_caught_by_the_causality_check(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_bug_3_the_wrong_triangle_is_caught_by_the_causality_check(monkeypatch) -> None:
     def upper(queries: int, device: torch.device | None = None) -> torch.Tensor:
         square = torch.ones(queries, queries, dtype=torch.bool, device=device)
         return rearrange(torch.triu(square), "q k -> 1 1 q k")
@@ -143,16 +141,12 @@ def test_bug_6_heads_split_by_view_without_a_transpose(monkeypatch: pytest.Monke
     assert behaviour.pad_invariance("core.attention.SelfAttention", "forward")
 
 
-def test_bug_7_heads_merged_as_dim_head_is_caught_by_the_parity_test(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_bug_7_heads_merged_as_dim_head_is_caught_by_the_parity_test(monkeypatch) -> None:
     merge = "batch time (head dim) -> batch head time dim"
 
     def swapped(self: SelfAttention, x: torch.Tensor, keep: torch.Tensor | None = None):  # noqa: ANN202
-        query, key, value = (
-            rearrange(part, merge, head=self.heads) for part in self.qkv(x).chunk(3, -1)
-        )
-        attended = attend(query, key, value, keep)
+        heads = [rearrange(part, merge, head=self.heads) for part in self.qkv(x).chunk(3, -1)]
+        attended = attend(*heads, keep)
         return self.out(rearrange(attended, "batch head time dim -> batch time (dim head)"))
 
     monkeypatch.setattr(SelfAttention, "forward", swapped)  # the right one matches: above
@@ -188,10 +182,8 @@ def test_bug_12_a_loss_over_padded_targets_moves_with_the_padding() -> None:
     logits, real = torch.randn(B, T, 4), masks.real_steps(LENGTHS, T)
     target = torch.randint(0, 4, (B, T))
     junk = torch.where(real, target, (target + 1) % 4)
-    plain = [
-        F.cross_entropy(rearrange(logits, "b t c -> (b t) c"), rearrange(y, "b t -> (b t)"))
-        for y in (target, junk)
-    ]
+    flat = [rearrange(y, "b t -> (b t)") for y in (target, junk)]
+    plain = [F.cross_entropy(rearrange(logits, "b t c -> (b t) c"), y) for y in flat]
     assert not torch.equal(*plain)  # the bug: padded targets count
     out_of_range = torch.where(real, target, 99)  # never read, so never an index error
     masked = [masks.masked_cross_entropy(logits, y, real) for y in (target, junk, out_of_range)]

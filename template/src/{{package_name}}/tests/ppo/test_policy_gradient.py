@@ -63,8 +63,7 @@ def test_approx_kl_and_clip_fraction_by_hand() -> None:
 
 
 def test_clipped_surrogate_takes_the_pessimistic_term() -> None:
-    log_prob = torch.log(torch.tensor([1.5, 0.5]))
-    advantages = torch.tensor([1.0, -1.0])
+    log_prob, advantages = torch.log(torch.tensor([1.5, 0.5])), torch.tensor([1.0, -1.0])
     # ratio 1.5, A=1: max(-1.5, -1.2) = -1.2.  ratio 0.5, A=-1: max(0.5, 0.8) = 0.8.
     loss = clipped_surrogate_loss(log_prob, torch.zeros(2), advantages, 0.2)
     torch.testing.assert_close(loss, torch.tensor((-1.2 + 0.8) / 2))
@@ -86,17 +85,11 @@ def test_normalize_advantages() -> None:
 
 def test_every_objective_works_at_batch_size_one() -> None:
     one = torch.tensor([0.3])
-    for value in (
-        normalize_advantages(one),
-        clipped_surrogate_loss(one, one, one, 0.2),
-        value_loss(one, one, one, 0.2),
-        value_loss(one, one, one, None),
-        entropy_bonus(one),
-        approx_kl(one, one),
-        clip_fraction(one, one, 0.2),
-        reinforce_loss(one, one),
-    ):
-        assert torch.isfinite(value).all()
+    values = [normalize_advantages(one), entropy_bonus(one), approx_kl(one, one)]
+    values += [clipped_surrogate_loss(one, one, one, 0.2), clip_fraction(one, one, 0.2)]
+    values += [value_loss(one, one, one, clip) for clip in (0.2, None)]
+    values.append(reinforce_loss(one, one))
+    assert all(torch.isfinite(value).all() for value in values)
 
 
 def test_seed_rl_bug_column_advantages_raise_naming_argument_and_shapes() -> None:
