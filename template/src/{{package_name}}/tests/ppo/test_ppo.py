@@ -15,7 +15,7 @@ from einops import rearrange
 from jaxtyping import TypeCheckError
 from lightning.pytorch.loggers import CSVLogger
 
-from ...core.broadcast import BroadcastError, BroadcastGuard
+from ...core.broadcast import BroadcastError
 from ...core.policy_gradient import clipped_surrogate_loss
 from ...core.shapes import checks_disabled
 from ...ppo import PPOModule, PPOReporting
@@ -212,9 +212,7 @@ def test_a_plain_trainer_gets_the_statistics_at_the_env_step_count(tmp_path: Pat
 
 # BroadcastGuard raises nothing over a short fit of either policy: no step stretches a pair.
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
-def test_ppo_fit_has_no_broadcast_false_alarm(
-    env_id: str, tmp_path: Path, broadcast_guard: BroadcastGuard
-) -> None:
+def test_ppo_fit_has_no_broadcast_false_alarm(env_id: str, tmp_path: Path, broadcast_guard) -> None:
     # Optional terms on (annealing, value clipping, entropy, target KL): every branch runs.
     # The fixture also covers the evaluations (PPOReporting's), the last of which runs
     # after the callback's steps.

@@ -45,12 +45,6 @@ def test_a_field_of_one_row_too_many_is_refused_naming_it(name: str, batch: int)
         Samples(**columns)
 
 
-LOOK_ALIKE = make_dataclass(
-    "LookAlike", [(f.name.replace("advantages", "advantage"), f.type) for f in fields(Samples)]
-)
-"""What a typo in a copied record looks like: one field named otherwise."""
-
-
 @pytest.mark.parametrize("batch", [1, 5])
 def test_the_loss_refuses_anything_but_the_record_and_a_misnamed_field(batch: int) -> None:
     columns = _columns(batch)
@@ -62,8 +56,10 @@ def test_the_loss_refuses_anything_but_the_record_and_a_misnamed_field(batch: in
     columns["advantage"] = columns.pop("advantages")
     with pytest.raises(TypeError, match="advantage"):
         Samples(**columns)  # a misnamed field cannot be built
+    # What a typo in a copied record looks like: one field named otherwise.
+    renamed = [(f.name.replace("advantages", "advantage"), f.type) for f in fields(Samples)]
     with pytest.raises(TypeCheckError, match="minibatch"):
-        _loss(LOOK_ALIKE(**columns))
+        _loss(make_dataclass("LookAlike", renamed)(**columns))
 
 
 @pytest.mark.parametrize("name", ["old_log_prob", "old_values", "advantages", "returns"])
