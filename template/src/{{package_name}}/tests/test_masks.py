@@ -145,8 +145,9 @@ def test_bug_7_heads_merged_as_dim_head_is_caught_by_the_parity_test(monkeypatch
     merge = "batch time (head dim) -> batch head time dim"
 
     def swapped(self: SelfAttention, x: torch.Tensor, keep: torch.Tensor | None = None):  # noqa: ANN202
-        heads = [rearrange(part, merge, head=self.heads) for part in self.qkv(x).chunk(3, -1)]
-        attended = attend(*heads, keep)
+        parts = self.qkv(x).chunk(3, -1)
+        query, key, value = (rearrange(part, merge, head=self.heads) for part in parts)
+        attended = attend(query, key, value, keep)
         return self.out(rearrange(attended, "batch head time dim -> batch time (dim head)"))
 
     monkeypatch.setattr(SelfAttention, "forward", swapped)  # the right one matches: above
