@@ -115,57 +115,47 @@ def test_a_missing_or_broken_checkpoint_is_refused_by_name_and_left_as_it_is(
     assert file.read_bytes() == before if make else not file.exists()  # nothing trained
 
 
-@pytest.mark.cli
-@pytest.mark.parametrize("form", ["named", "last"])
-@pytest.mark.parametrize(
-    ("example", "other"),
-    [(example, other) for example in EXAMPLES for other in EXAMPLES if other != example],
-)
-def test_checkpoint_of_the_other_example_is_refused(
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-    finished: dict[str, Path],
-    example: str,
-    other: str,
-    form: str,
-) -> None:
-    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
-    foreign = tmp_path / "run" / "checkpoints" / "last.ckpt"  # "last" is found after the build
-    shutil.copy(finished[other] / "checkpoints" / "last.ckpt", foreign)
-    args = _args(example, tmp_path / "run", f"--ckpt_path={foreign if form == 'named' else form}")
-    line = _refusal(capsys, example, args)
-    assert line.startswith(f"error: {foreign}: not a checkpoint of {MODEL[example]}: ")
-    theirs = {"regression": "net.*", "ppo": "agent.*", "sequence": "encoder.*"}[other]
-    assert (f"it holds {theirs} weights" if form == "last" else "its hyperparameters ") in line
+WEIGHTS = {"regression": "net.*", "ppo": "agent.*", "sequence": "encoder.*"}
 
 
 @pytest.mark.cli
 @pytest.mark.parametrize("form", ["named", "last"])
-@pytest.mark.parametrize("example", EXAMPLES)
-def test_checkpoint_of_another_network_size(
+@pytest.mark.parametrize(("example", "writer"), [(e, w) for e in EXAMPLES for w in EXAMPLES])
+def test_checkpoint_of_another_model_is_refused(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     finished: dict[str, Path],
     example: str,
+    writer: str,
     form: str,
 ) -> None:
-    """``last`` (and SLURM's ``hpc_ckpt``) is looked up after the model is built and is
-    checked against it: refused. LightningCLI reads a named file's hyperparameters into the
-    model's config, so the model is built at the file's size and the run resumes."""
+    """The ``writer`` example's checkpoint; the example's own is of another network size (the
+    run asks for a bigger one). ``last`` (and SLURM's ``hpc_ckpt``) is looked up after the
+    model is built and checked against it. LightningCLI reads a named file's hyperparameters
+    into the model's config: another example's are refused, and at another size the model is
+    built at the file's size and the run resumes."""
     option, size, bigger = SIZE[example]
-    root = shutil.copytree(finished[example], tmp_path / "run")
-    last = root / "checkpoints" / "last.ckpt"
-    args = _args(example, root, f"--ckpt_path={last if form == 'named' else form}")
-    args.append(f"--model.{option}={bigger}")
-    if form == "last":
-        assert _refusal(capsys, example, args).startswith(
-            f"error: {last}: written for another {MODEL[example]}: "
-            f"{option}={size} in the file, {bigger} here ("
-        )
+    model, last = MODEL[example], tmp_path / "run" / "checkpoints" / "last.ckpt"
+    last.parent.mkdir(parents=True)
+    shutil.copy(finished[writer] / "checkpoints" / "last.ckpt", last)
+    args = _args(example, tmp_path / "run", f"--ckpt_path={last if form == 'named' else form}")
+    if writer == example:
+        args.append(f"--model.{option}={bigger}")
+    if writer == example and form == "named":
+        cli = example_main(example)(args)
+        assert str(cli.model.hparams[option]).replace(" ", "") == size  # type: ignore[attr-defined]
+        assert cli.trainer.ckpt_path == str(last)  # type: ignore[attr-defined]
         return
-    cli = example_main(example)(args)
-    assert str(cli.model.hparams[option]).replace(" ", "") == size  # type: ignore[attr-defined]
-    assert cli.trainer.ckpt_path == str(last)  # type: ignore[attr-defined]
+    if writer == example:
+        start = f"written for another {model}: {option}={size} in the file, {bigger} here ("
+        end = " tensors differ)"
+    elif form == "named":
+        start, end = f"not a checkpoint of {model}: its hyperparameters ", f" are not {model}'s"
+    else:
+        start = f"not a checkpoint of {model}: it holds {WEIGHTS[writer]} weights, {model} has "
+        end = WEIGHTS[example]
+    line = _refusal(capsys, example, args)
+    assert line.startswith(f"error: {last}: {start}") and line.endswith(end), line
 
 
 @pytest.mark.cli
@@ -286,17 +276,6 @@ def test_command_line_exits_2_with_the_error_as_last_line(
 PRESETS = sorted((CONFIGS / "trainer").glob("*.yaml"))
 
 
-def load_yaml(path: Path) -> dict:
-    return yaml.safe_load(path.read_text())
-
-
-def printed_config(capsys: pytest.CaptureFixture[str], example: str, args: list[str]) -> dict:
-    with pytest.raises(SystemExit) as exited:
-        example_main(example)([*args, "--print_config"])
-    assert exited.value.code in (None, 0)
-    return yaml.safe_load(capsys.readouterr().out)
-
-
 def test_every_preset_is_here() -> None:
     assert {"cpu", "gpu", "ddp"} <= {path.stem for path in PRESETS}
 
@@ -307,15 +286,17 @@ def test_every_preset_is_here() -> None:
 def test_preset_sets_the_trainer_and_keeps_the_example(
     capsys: pytest.CaptureFixture[str], example: str, preset: Path
 ) -> None:
-    config_path = CONFIGS / f"{example}.yaml"
-    args = ["fit", "--config", str(config_path), "--trainer", str(preset)]
-    printed = printed_config(capsys, example, args)
-    for key, value in load_yaml(preset).items():
-        assert printed["trainer"][key] == value, key
-    example_config = load_yaml(config_path)
-    assert printed["trainer"]["max_epochs"] == example_config["trainer"]["max_epochs"]
-    for key, value in example_config["model"].items():
-        assert printed["model"][key] == value, key
+    config = CONFIGS / f"{example}.yaml"
+    with pytest.raises(SystemExit) as exited:
+        example_main(example)(
+            ["fit", f"--config={config}", f"--trainer={preset}", "--print_config"]
+        )
+    assert exited.value.code in (None, 0)
+    printed = yaml.safe_load(capsys.readouterr().out)
+    trainer, ours = (yaml.safe_load(path.read_text()) for path in (preset, config))
+    assert {key: printed["trainer"][key] for key in trainer} == trainer
+    assert printed["trainer"]["max_epochs"] == ours["trainer"]["max_epochs"]
+    assert {key: printed["model"][key] for key in ours["model"]} == ours["model"]
 
 
 # The command lines hide only third-party notices a user cannot act on, only while they run.
