@@ -136,8 +136,9 @@ def test_bug_6_heads_split_by_view_without_a_transpose(monkeypatch: pytest.Monke
     namespace: dict[str, Any] = {"attend": attend}
     exec(compile(BUG_6_SPLIT, "<planted bug>", "exec"), namespace)
     planted = namespace["forward"]
-    planted.__wrapped__ = SelfAttention.forward.__wrapped__  # pyright: ignore  # its arguments
-    monkeypatch.setattr(SelfAttention, "forward", planted)
+    planted.__annotations__ = SelfAttention.forward.__wrapped__.__annotations__  # pyright: ignore
+    # Checked against the right one's annotation, which it passes: the shapes are right.
+    monkeypatch.setattr(SelfAttention, "forward", typechecked(planted))
     assert behaviour.pad_invariance("core.attention.SelfAttention", "forward")
 
 
@@ -150,8 +151,14 @@ def test_bug_7_heads_merged_as_dim_head_is_caught_by_the_parity_test(monkeypatch
         attended = attend(query, key, value, keep)
         return self.out(rearrange(attended, "batch head time dim -> batch time (dim head)"))
 
-    monkeypatch.setattr(SelfAttention, "forward", swapped)  # the right one matches: above
-    assert _parity_difference() > 1e-3
+    swapped.__annotations__ = SelfAttention.forward.__wrapped__.__annotations__  # pyright: ignore
+    monkeypatch.setattr(SelfAttention, "forward", typechecked(swapped))
+    assert _parity_difference() > 1e-3  # the right one matches: above
+    # Annotation and behavioural checks miss it: each position of each sample is still
+    # computed from its own sample's real steps alone.
+    module, arguments, _ = behaviour._call("core.attention.SelfAttention", "forward")
+    assert not behaviour.batch_independence(module, "forward", arguments)
+    assert not behaviour.pad_invariance("core.attention.SelfAttention", "forward")
 
 
 def test_bug_8_patch_order_is_named_by_the_einops_pattern() -> None:
@@ -159,8 +166,13 @@ def test_bug_8_patch_order_is_named_by_the_einops_pattern() -> None:
     reference = rearrange(F.unfold(images, kernel_size=2, stride=2), "b (c p) n -> b n (c p)", c=3)
     right = "b c (h p1) (w p2) -> b (h w) (c p1 p2)"
     wrong = "b c (p1 h) (p2 w) -> b (h w) (c p1 p2)"  # the patch axes taken as the outer ones
-    assert torch.equal(rearrange(images, right, p1=2, p2=2), reference)
-    assert not torch.equal(rearrange(images, wrong, p1=2, p2=2), reference)
+
+    @typechecked
+    def patchify(images: Float[Tensor, "b c h w"], pattern: str) -> Float[Tensor, "b n f"]:
+        return rearrange(images, pattern, p1=2, p2=2)
+
+    assert torch.equal(patchify(images, right), reference)
+    assert not torch.equal(patchify(images, wrong), reference)  # the annotation passes both
 
 
 def test_bug_9_a_time_first_table_is_refused_by_the_annotation_and_missed_by_the_guard() -> None:
