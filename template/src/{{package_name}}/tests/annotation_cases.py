@@ -36,13 +36,13 @@ SPACES: dict[str, tuple[str, Callable[[Any, int], object]]] = {
 CONSTRUCTORS: dict[str, Callable[[int, str], object]] = {}
 """``module.Class`` -> (size, kind) -> instance, for classes :func:`build` cannot build."""
 _STARRED = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _GENERATOR = torch.Generator().manual_seed(0)
 
 
 class Spec(NamedTuple):
     dtype: torch.dtype
     shape: tuple[int, ...]
+    names: tuple[str | None, ...] = ()  # of the axes of a valid shape, None for unnamed ones
 
 
 class Record(NamedTuple):  # a record argument: its class, a Spec (or value) per field
@@ -73,10 +73,7 @@ class Case:
         return f"{self.target.name}{f'[{self.kind}]' if self.kind else ''}-{self.size}"
 
 
-@dataclass(frozen=True)
-class Perturbed:
-    """A case with one tensor argument broken; :func:`satisfied` says it is invalid."""
-
+class Perturbed(NamedTuple):  # a case with one tensor argument broken, which is invalid
     case: Case
     argument: str
     change: str
@@ -87,11 +84,10 @@ class Perturbed:
 
 
 def is_typechecked(obj: object) -> bool:
-    if getattr(obj, "__typechecked__", False) is True:
-        return True
     # A typechecked dataclass keeps jaxtyping's own wrapper on its __init__.
     code = getattr(obj, "__code__", None)
-    return hasattr(obj, "__wrapped__") and "jaxtyping" in getattr(code, "co_filename", "")
+    wrapper = hasattr(obj, "__wrapped__") and "jaxtyping" in getattr(code, "co_filename", "")
+    return getattr(obj, "__typechecked__", False) is True or wrapper
 
 
 def available_modules() -> list[types.ModuleType]:
@@ -128,16 +124,16 @@ def discover(modules: Sequence[types.ModuleType]) -> list[Target]:
         for name, obj in vars(module).items():
             if getattr(inspect.unwrap(obj), "__module__", None) != module.__name__:
                 continue
-            if inspect.isclass(obj):
-                if is_typechecked(obj) or is_typechecked(vars(obj).get("__init__")):
-                    init = inspect.unwrap(obj.__init__)
-                    targets.append(Target(f"{prefix}.{name}", init, typed=obj))
-                for attribute, member in vars(obj).items():
-                    if attribute != "__init__" and is_typechecked(member):
-                        method = inspect.unwrap(member)
-                        targets.append(Target(f"{prefix}.{name}.{attribute}", method, owner=obj))
-            elif is_typechecked(obj):
-                targets.append(Target(f"{prefix}.{name}", inspect.unwrap(obj), typed=obj))
+            if not inspect.isclass(obj):
+                if is_typechecked(obj):
+                    targets.append(Target(f"{prefix}.{name}", inspect.unwrap(obj), typed=obj))
+                continue
+            if is_typechecked(obj) or is_typechecked(vars(obj).get("__init__")):
+                targets.append(Target(f"{prefix}.{name}", inspect.unwrap(obj.__init__), obj))
+            for attribute, member in vars(obj).items():
+                if attribute != "__init__" and is_typechecked(member):
+                    method = inspect.unwrap(member)
+                    targets.append(Target(f"{prefix}.{name}.{attribute}", method, owner=obj))
     return sorted(targets, key=lambda target: target.name)
 
 
@@ -147,17 +143,6 @@ def parameters(function: Callable[..., Any]) -> list[tuple[inspect.Parameter, An
     listed = list(inspect.signature(function).parameters.values())
     skip = 1 if listed and listed[0].name == "self" else 0
     return [(param, hints.get(param.name)) for param in listed[skip:]]
-
-
-def labelled_shape(hint: Any, size: int, group: tuple[int, ...]) -> list[tuple[str | None, int]]:
-    """A valid shape for ``hint``, each axis with its name (None for unnamed ones)."""
-    shape: list[tuple[str | None, int]] = []
-    for kind, value in axes(hint):
-        if kind == "group":
-            shape += [(None, extent) for extent in group]
-        else:
-            shape.append((None, value) if kind == "fixed" else (value, size))
-    return shape
 
 
 def dtype_of(hint: Any) -> torch.dtype:
@@ -176,34 +161,28 @@ def kind_of(hint: Any) -> str:
 def wrong_dtype(hint: object) -> torch.dtype | None:
     """A dtype outside every dtype that ``hint`` allows; None if it allows any."""
     names = [allowed(member) for member in members(hint) if is_array(member)]
-    if None in names:
-        return None
     union = {name for each in names for name in each or ()}
     wrong = [name for name in ("float32", "int64", "bool", "complex64") if name not in union]
-    return getattr(torch, wrong[0]) if wrong else None
+    return getattr(torch, wrong[0]) if wrong and None not in names else None
+
+
+def record_fields(hint: object) -> dict[str, Any]:
+    """A dataclass's or named tuple's init fields, in order, with resolved annotations; none
+    for another type."""
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        names = [field.name for field in dataclasses.fields(hint) if field.init]
+    elif isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields"):
+        names = list(hint._fields)  # type: ignore[attr-defined]
+    else:
+        return {}
+    hints = typing.get_type_hints(hint)
+    return {name: hints.get(name) for name in names}
 
 
 def is_record(hint: object) -> bool:
     """A dataclass or named tuple with a tensor field."""
-    if not isinstance(hint, type):
-        return False
-    named_tuple = issubclass(hint, tuple) and hasattr(hint, "_fields")
-    if not (dataclasses.is_dataclass(hint) or named_tuple):
-        return False
-    return any(
-        is_array(member) for field in record_fields(hint).values() for member in members(field)
-    )
-
-
-def record_fields(record: type) -> dict[str, Any]:
-    """A record's init fields, in order, with resolved annotations."""
-    hints = typing.get_type_hints(record)
-    names = (
-        [field.name for field in dataclasses.fields(record) if field.init]
-        if dataclasses.is_dataclass(record)
-        else list(record._fields)  # type: ignore[attr-defined]
-    )
-    return {name: hints.get(name) for name in names}
+    fields = record_fields(hint).values()
+    return any(is_array(member) for field in fields for member in members(field))
 
 
 def kinds(target: Target) -> list[str]:
@@ -226,22 +205,14 @@ def kinds(target: Target) -> list[str]:
 def _required_built(param: inspect.Parameter, hint: object) -> bool:
     """A required argument the constructor rule makes (a network, an agent): any class but
     a plain value's or a record's."""
+    required = param.default is param.empty and param.kind not in _STARRED
     plain_types = (float, int, bool, str, type(None))
-    if param.default is not param.empty or param.kind in _STARRED:
-        return False
-    return isinstance(hint, type) and hint not in plain_types and not is_record(hint)
+    return required and isinstance(hint, type) and hint not in plain_types and not is_record(hint)
 
 
 def _is_space(hint: object) -> bool:
     module = getattr(hint, "__module__", "")
     return module.startswith("gymnasium") and getattr(hint, "__name__", "") in SPACES
-
-
-def chosen(hint: object, kind: str) -> Any:
-    """The union member a case uses: the first array member of its kind, else the first."""
-    arrays = [member for member in members(hint) if is_array(member)]
-    preferred = [member for member in arrays if kind_of(member) == kind]
-    return (preferred or arrays or [None])[0]
 
 
 def plain(hint: object) -> object:
@@ -253,12 +224,19 @@ def plain(hint: object) -> object:
 
 
 def spec(hint: object, case: Case) -> Spec | None:
-    """The valid tensor for ``hint`` in ``case``; None if ``hint`` is not a tensor's."""
-    member = chosen(hint, case.kind)
-    if member is None:
+    """The valid tensor for ``hint`` in ``case``, of its first array member of the case's
+    kind, else of its first; None if ``hint`` is not a tensor's."""
+    arrays = [member for member in members(hint) if is_array(member)]
+    preferred = [member for member in arrays if kind_of(member) == case.kind]
+    if not arrays:
         return None
-    shape = tuple(extent for _, extent in labelled_shape(member, *SIZES[case.size]))
-    return Spec(dtype_of(member), shape)
+    member, (size, group) = (preferred or arrays)[0], SIZES[case.size]
+    names: list[str | None] = []
+    shape: list[int] = []
+    for kind, value in axes(member):
+        names += [None] * len(group) if kind == "group" else [None if kind == "fixed" else value]
+        shape += group if kind == "group" else [value if kind == "fixed" else size]
+    return Spec(dtype_of(member), tuple(shape), tuple(names))
 
 
 def arguments(case: Case) -> dict[str, Any]:
@@ -333,27 +311,19 @@ def bind(case: Case) -> Callable[..., Any]:
     return getattr(build(target.owner, SIZES[case.size][0], case.kind), target.function.__name__)
 
 
-def positional(case: Case, given: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+def positional(call: Callable[..., Any], given: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
     """``given`` as code calls it: leading arguments by position, the rest by keyword."""
-    args, rest = [], dict(given)
-    for param, _ in parameters(case.target.function):
-        if param.name not in rest or param.kind not in _POSITIONAL:
-            break
-        args.append(rest.pop(param.name))
-    return args, rest
+    bound = inspect.signature(call).bind(**given)
+    return bound.args, bound.kwargs
 
 
-def hinted(case: Case, given: dict[str, Any]) -> list[tuple[Any, Any]]:
-    """(annotation, value) pairs for the annotated arguments in ``given``."""
+def hinted(case: Case, given: dict[str, Any], *result: Any) -> list[tuple[Any, Any]]:
+    """(annotation, value) pairs for the annotated arguments in ``given``, then for ``result``
+    if given (a constructor's may be any object)."""
     hints = typing.get_type_hints(case.target.function)
-    return [(hints[name], value) for name, value in given.items() if name in hints]
-
-
-def returned(case: Case) -> Any:
-    """The return annotation to check a result against; ``object`` for a constructor."""
-    if inspect.isclass(case.target.typed):
-        return object
-    return typing.get_type_hints(case.target.function).get("return", object)
+    returned = object if inspect.isclass(case.target.typed) else hints.get("return", object)
+    pairs = [(hints[name], value) for name, value in given.items() if name in hints]
+    return pairs + [(returned, value) for value in result]
 
 
 def perturbations(case: Case) -> list[Perturbed]:
@@ -363,33 +333,30 @@ def perturbations(case: Case) -> list[Perturbed]:
     broadcasting could hide (a trailing 1, a 1 against a 2); at a second kind (``int`` after
     ``float``) only union arguments, the only ones it changes."""
     built = arguments(case)
-    size, group = SIZES[case.size]
     again = case.kind != kinds(case.target)[0]
-    every = size > 1
+    every = SIZES[case.size][0] > 1
     changes: list[tuple[str, str, Spec]] = []
     uses: dict[str, list[tuple[str, int]]] = {}
     for param, hint in parameters(case.target.function):
         spec = built.get(param.name)
         if not isinstance(spec, Spec) or (again and len(members(hint)) < 2):
             continue
-        dtype, shape = spec
-        changes.append((param.name, "trailing_one", Spec(dtype, (*shape, 1))))
+        shape, wrong = spec.shape, wrong_dtype(hint)
+        changes.append((param.name, "trailing_one", spec._replace(shape=(*shape, 1))))
         if shape and every:
-            changes.append((param.name, "drop_last", Spec(dtype, shape[:-1])))
-        wrong = wrong_dtype(hint)
+            changes.append((param.name, "drop_last", spec._replace(shape=shape[:-1])))
         if wrong is not None and every:
-            changes.append((param.name, "wrong_dtype", Spec(wrong, shape)))
-        labels = labelled_shape(chosen(hint, case.kind), size, group)
-        for axis, (name, _) in enumerate(labels):
+            changes.append((param.name, "wrong_dtype", spec._replace(dtype=wrong)))
+        for axis, name in enumerate(spec.names):
             if name is not None:
                 uses.setdefault(name, []).append((param.name, axis))
     for name, places in uses.items():
-        for argument, axis in dict.fromkeys([places[0], places[-1]]) if len(places) > 1 else []:
-            dtype, shape = built[argument]
-            grown = (*shape[:axis], shape[axis] + 1, *shape[axis + 1 :])
-            changes.append((argument, f"unequal_{name}_axis{axis}", Spec(dtype, grown)))
-    broken = []
-    for argument, change, spec in changes:
-        if not satisfied(hinted(case, values({**built, argument: spec}))):
-            broken.append(Perturbed(case, argument, change, spec))
-    return broken
+        for argument, axis in (places[0], places[-1]) if len(places) > 1 else ():
+            valid = built[argument]
+            grown = (*valid.shape[:axis], valid.shape[axis] + 1, *valid.shape[axis + 1 :])
+            changes.append((argument, f"unequal_{name}_axis{axis}", valid._replace(shape=grown)))
+    return [
+        Perturbed(case, argument, change, spec)
+        for argument, change, spec in changes
+        if not satisfied(hinted(case, values({**built, argument: spec})))
+    ]

@@ -39,19 +39,19 @@ def test_every_target_with_a_tensor_argument_has_a_broken_case() -> None:
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_valid_inputs_pass_by_position_then_by_keyword(case: ac.Case) -> None:
     call, given = ac.bind(case), ac.values(ac.arguments(case))
-    args, kwargs = ac.positional(case, given)
+    args, kwargs = ac.positional(call, given)
     for result in (call(*args, **kwargs), call(**given)):
-        assert satisfied([*ac.hinted(case, given), (ac.returned(case), result)])
+        assert satisfied(ac.hinted(case, given, result))
 
 
 @pytest.mark.parametrize("perturbed", PERTURBED, ids=str)
 def test_broken_input_raises_after_a_valid_call(perturbed: ac.Perturbed) -> None:
     """Raises when the valid signature is remembered, and again: a failure is not a pass."""
     call, valid = ac.bind(perturbed.case), ac.arguments(perturbed.case)
-    args, kwargs = ac.positional(perturbed.case, ac.values(valid))
+    args, kwargs = ac.positional(call, ac.values(valid))
     call(*args, **kwargs)
     broken = ac.values({**valid, perturbed.argument: perturbed.spec})
-    args, kwargs = ac.positional(perturbed.case, broken)
+    args, kwargs = ac.positional(call, broken)
     with pytest.raises(TypeCheckError):
         call(*args, **kwargs)
     with pytest.raises(TypeCheckError):
