@@ -124,13 +124,11 @@ def discover(modules: Sequence[types.ModuleType]) -> list[Target]:
         for name, obj in vars(module).items():
             if getattr(inspect.unwrap(obj), "__module__", None) != module.__name__:
                 continue
-            if not inspect.isclass(obj):
-                if is_typechecked(obj):
-                    targets.append(Target(f"{prefix}.{name}", inspect.unwrap(obj), typed=obj))
-                continue
-            if is_typechecked(obj) or is_typechecked(vars(obj).get("__init__")):
-                targets.append(Target(f"{prefix}.{name}", inspect.unwrap(obj.__init__), obj))
-            for attribute, member in vars(obj).items():
+            attributes = vars(obj) if inspect.isclass(obj) else {}
+            if is_typechecked(obj) or is_typechecked(attributes.get("__init__")):
+                function = inspect.unwrap(obj.__init__ if inspect.isclass(obj) else obj)
+                targets.append(Target(f"{prefix}.{name}", function, typed=obj))
+            for attribute, member in attributes.items():
                 if attribute != "__init__" and is_typechecked(member):
                     method = inspect.unwrap(member)
                     targets.append(Target(f"{prefix}.{name}.{attribute}", method, owner=obj))
@@ -167,22 +165,17 @@ def wrong_dtype(hint: object) -> torch.dtype | None:
 
 
 def record_fields(hint: object) -> dict[str, Any]:
-    """A dataclass's or named tuple's init fields, in order, with resolved annotations; none
-    for another type."""
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        names = [field.name for field in dataclasses.fields(hint) if field.init]
-    elif isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields"):
-        names = list(hint._fields)  # type: ignore[attr-defined]
-    else:
+    """A record's init fields, in order, with resolved annotations; none if ``hint`` is not a
+    record: a dataclass or named tuple with a tensor field."""
+    if not isinstance(hint, type):
         return {}
-    hints = typing.get_type_hints(hint)
-    return {name: hints.get(name) for name in names}
-
-
-def is_record(hint: object) -> bool:
-    """A dataclass or named tuple with a tensor field."""
-    fields = record_fields(hint).values()
-    return any(is_array(member) for field in fields for member in members(field))
+    if dataclasses.is_dataclass(hint):
+        names = [field.name for field in dataclasses.fields(hint) if field.init]
+    else:
+        names = list(getattr(hint, "_fields", [])) if issubclass(hint, tuple) else []
+    fields = {name: typing.get_type_hints(hint).get(name) for name in names}
+    tensors = any(is_array(member) for field in fields.values() for member in members(field))
+    return fields if tensors else {}
 
 
 def kinds(target: Target) -> list[str]:
@@ -196,7 +189,7 @@ def kinds(target: Target) -> list[str]:
             found += [SPACES[m.__name__][0] for m in members(hint) if _is_space(m)]
     if not found:
         for _, hint in parameters(target.function):
-            for field in record_fields(hint).values() if is_record(hint) else [hint]:
+            for field in list(record_fields(hint).values()) or [hint]:
                 arrays = [member for member in members(field) if is_array(member)]
                 found += [kind_of(member) for member in arrays] if len(arrays) > 1 else []
     return list(dict.fromkeys(found)) or [""]
@@ -207,7 +200,8 @@ def _required_built(param: inspect.Parameter, hint: object) -> bool:
     a plain value's or a record's."""
     required = param.default is param.empty and param.kind not in _STARRED
     plain_types = (float, int, bool, str, type(None))
-    return required and isinstance(hint, type) and hint not in plain_types and not is_record(hint)
+    record = record_fields(hint)
+    return required and isinstance(hint, type) and hint not in plain_types and not record
 
 
 def _is_space(hint: object) -> bool:
@@ -227,10 +221,10 @@ def spec(hint: object, case: Case) -> Spec | None:
     """The valid tensor for ``hint`` in ``case``, of its first array member of the case's
     kind, else of its first; None if ``hint`` is not a tensor's."""
     arrays = [member for member in members(hint) if is_array(member)]
-    preferred = [member for member in arrays if kind_of(member) == case.kind]
     if not arrays:
         return None
-    member, (size, group) = (preferred or arrays)[0], SIZES[case.size]
+    member = ([each for each in arrays if kind_of(each) == case.kind] or arrays)[0]
+    size, group = SIZES[case.size]
     names: list[str | None] = []
     shape: list[int] = []
     for kind, value in axes(member):
@@ -247,8 +241,7 @@ def arguments(case: Case) -> dict[str, Any]:
         tensor_spec = spec(hint, case)
         if tensor_spec is not None:
             built[param.name] = tensor_spec
-        elif is_record(hint):
-            fields = record_fields(hint).items()
+        elif fields := record_fields(hint).items():
             built[param.name] = Record(hint, {n: spec(f, case) or plain(f) for n, f in fields})
         elif _required_built(param, hint):
             built[param.name] = build(hint, SIZES[case.size][0], case.kind)
