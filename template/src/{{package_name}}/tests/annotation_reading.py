@@ -55,30 +55,29 @@ def satisfied(pairs: Sequence[tuple[Any, Any]]) -> bool:
     """Whether some choice of union members fits every value with one size per axis name."""
     memos: list[Memo] = [{}]
     for hint, value in pairs:
-        memos = [after for memo in memos for after in _fits(hint, value, memo)]
+        memos = _fits(hint, value, memos)
     return bool(memos)
 
 
-def _fits(hint: Any, value: Any, memo: Memo) -> list[Memo]:
+def _fits(hint: Any, value: Any, memos: list[Memo]) -> list[Memo]:
+    """Each of ``memos`` (axis name -> size) that ``value`` fits, as ``value`` extends it."""
     origin = typing.get_origin(hint)
     if origin in UNIONS:
-        return [after for member in typing.get_args(hint) for after in _fits(member, value, memo)]
+        return [after for member in typing.get_args(hint) for after in _fits(member, value, memos)]
     if origin is tuple and Ellipsis not in typing.get_args(hint):
         elements = typing.get_args(hint)
         if not isinstance(value, tuple) or len(value) != len(elements):
             return []
-        memos = [memo]
         for element, item in zip(elements, value, strict=True):
-            memos = [after for before in memos for after in _fits(element, item, before)]
+            memos = _fits(element, item, memos)
         return memos
     if is_array(hint):
-        after = _fits_array(hint, value, memo)
-        return [] if after is None else [after]
+        return [after for memo in memos if (after := _fits_array(hint, value, memo)) is not None]
     if hint is type(None):
-        return [memo] if value is None else []
+        return memos if value is None else []
     if isinstance(hint, type) and origin is None:
-        return [memo] if isinstance(value, hint) else []
-    return [memo]  # Literal, Sequence[int] and the like: never tensors, never perturbed
+        return memos if isinstance(value, hint) else []
+    return memos  # Literal, Sequence[int] and the like: never tensors, never perturbed
 
 
 def _fits_array(hint: Any, value: Any, memo: Memo) -> Memo | None:
@@ -86,23 +85,20 @@ def _fits_array(hint: Any, value: Any, memo: Memo) -> Memo | None:
     dtype = str(getattr(value, "dtype", "")).rsplit(".", 1)[-1]
     if not isinstance(value, torch.Tensor) or (names is not None and dtype not in names):
         return None
-    parsed, shape = axes(hint), tuple(value.shape)
+    parsed, shape, after = axes(hint), list(value.shape), dict(memo)
     groups = [index for index, (kind, _) in enumerate(parsed) if kind == "group"]
-    extra = len(shape) - len(parsed) + 1
-    if (not groups and len(shape) != len(parsed)) or (groups and extra < 0):
+    extra = len(shape) - len(parsed) + 1  # the axes a group spans
+    if groups and extra >= 0:  # the group's extents, as one entry
+        at = groups[0]
+        shape[at : at + extra] = [tuple(shape[at : at + extra])]
+    if len(shape) != len(parsed):
         return None
-    after = dict(memo)
-    if groups:
-        at, name = groups[0], parsed[groups[0]][1]
-        extents = shape[at : at + extra]
-        if name is not None and after.setdefault("*" + name, extents) != extents:
-            return None
-        parsed, shape = parsed[:at] + parsed[at + 1 :], shape[:at] + shape[at + extra :]
     for (kind, name), extent in zip(parsed, shape, strict=True):
+        if kind == "group" and name is not None:
+            kind, name = "named", "*" + name
         if kind == "fixed" and name != extent:
             return None
-        if kind == "named" and after.setdefault(name, extent) != extent:
-            return None
-        if kind == "broadcast" and extent != 1 and after.setdefault(name, extent) != extent:
+        sized = kind == "named" or (kind == "broadcast" and extent != 1)  # ``#`` takes a 1 too
+        if sized and after.setdefault(name, extent) != extent:
             return None
     return after
