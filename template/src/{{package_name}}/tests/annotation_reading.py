@@ -85,7 +85,8 @@ def _fits_array(hint: Any, value: Any, memo: Memo) -> Memo | None:
     dtype = str(getattr(value, "dtype", "")).rsplit(".", 1)[-1]
     if not isinstance(value, torch.Tensor) or (names is not None and dtype not in names):
         return None
-    parsed, shape, after = axes(hint), list(value.shape), dict(memo)
+    parsed, after = axes(hint), dict(memo)
+    shape: list[Any] = list(value.shape)
     groups = [index for index, (kind, _) in enumerate(parsed) if kind == "group"]
     extra = len(shape) - len(parsed) + 1  # the axes a group spans
     if groups and extra >= 0:  # the group's extents, as one entry
@@ -94,7 +95,7 @@ def _fits_array(hint: Any, value: Any, memo: Memo) -> Memo | None:
     if len(shape) != len(parsed):
         return None
     for (kind, name), extent in zip(parsed, shape, strict=True):
-        if kind == "group" and name is not None:
+        if kind == "group" and name:
             kind, name = "named", "*" + name
         if kind == "fixed" and name != extent:
             return None
