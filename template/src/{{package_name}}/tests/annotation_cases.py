@@ -304,12 +304,6 @@ def bind(case: Case) -> Callable[..., Any]:
     return getattr(build(target.owner, SIZES[case.size][0], case.kind), target.function.__name__)
 
 
-def positional(call: Callable[..., Any], given: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
-    """``given`` as code calls it: leading arguments by position, the rest by keyword."""
-    bound = inspect.signature(call).bind(**given)
-    return bound.args, bound.kwargs
-
-
 def hinted(case: Case, given: dict[str, Any], *result: Any) -> list[tuple[Any, Any]]:
     """(annotation, value) pairs for the annotated arguments in ``given``, then for ``result``
     if given (a constructor's may be any object)."""

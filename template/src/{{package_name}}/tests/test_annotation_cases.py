@@ -5,6 +5,7 @@ function is covered by being written. Broken calls are made after a valid call o
 function, and twice, so that a check cached per shape signature must still reject them.
 """
 
+import inspect
 import itertools
 
 import pytest
@@ -39,8 +40,8 @@ def test_every_target_with_a_tensor_argument_has_a_broken_case() -> None:
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_valid_inputs_pass_by_position_then_by_keyword(case: ac.Case) -> None:
     call, given = ac.bind(case), ac.values(ac.arguments(case))
-    args, kwargs = ac.positional(call, given)
-    for result in (call(*args, **kwargs), call(**given)):
+    bound = inspect.signature(call).bind(**given)  # leading arguments by position
+    for result in (call(*bound.args, **bound.kwargs), call(**given)):
         assert satisfied(ac.hinted(case, given, result))
 
 
@@ -48,12 +49,12 @@ def test_valid_inputs_pass_by_position_then_by_keyword(case: ac.Case) -> None:
 def test_broken_input_raises_after_a_valid_call(perturbed: ac.Perturbed) -> None:
     """Raises when the valid signature is remembered, and again: a failure is not a pass."""
     call, valid = ac.bind(perturbed.case), ac.arguments(perturbed.case)
-    args, kwargs = ac.positional(call, ac.values(valid))
-    call(*args, **kwargs)
+    bound = inspect.signature(call).bind(**ac.values(valid))
+    call(*bound.args, **bound.kwargs)
     broken = ac.values({**valid, perturbed.argument: perturbed.spec})
-    args, kwargs = ac.positional(call, broken)
+    bound = inspect.signature(call).bind(**broken)
     with pytest.raises(TypeCheckError):
-        call(*args, **kwargs)
+        call(*bound.args, **bound.kwargs)
     with pytest.raises(TypeCheckError):
         call(**broken)
 

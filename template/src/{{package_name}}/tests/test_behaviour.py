@@ -62,15 +62,6 @@ CASES = sorted(
 )
 
 
-def _shape(hint: Any, steps: int) -> tuple[int, ...]:
-    """A valid shape for ``hint``: ``time`` and ``key`` of ``steps``, ``#`` axes at full size
-    (a mask's shape is :func:`_mask`'s own), an axis ``SIZES`` does not name at 3."""
-    return tuple(
-        value if kind == "fixed" else steps if value in ("time", "key") else SIZES.get(value, 3)
-        for kind, value in axes(hint)
-    )
-
-
 def _mask(rank: int, steps: int) -> torch.Tensor:
     """True at the real steps of each sequence, on the last axis; 1 on the axes between."""
     real = rearrange(torch.arange(steps), "t -> 1 t") < rearrange(LENGTHS, "b -> b 1")
@@ -79,7 +70,9 @@ def _mask(rank: int, steps: int) -> torch.Tensor:
 
 def _arguments(function: Callable[..., Any], steps: int, member: int) -> dict[str, Any]:
     """Valid arguments from the annotations: float64 noise, masks of ``LENGTHS`` real steps,
-    ints below the ``action`` size; ``member`` picks among a union's array types."""
+    ints below the ``action`` size; ``member`` picks among a union's array types. Axes are of
+    their ``SIZES``, ``time`` and ``key`` of ``steps``, ``#`` ones at full size (a mask's shape
+    is :func:`_mask`'s own), one ``SIZES`` does not name of 3."""
     generator = torch.Generator().manual_seed(0)
     built: dict[str, Any] = {}
     for name, parameter in inspect.signature(function).parameters.items():
@@ -87,7 +80,10 @@ def _arguments(function: Callable[..., Any], steps: int, member: int) -> dict[st
         if name == "self" or not arrays:
             continue
         hint = arrays[min(member, len(arrays) - 1)]
-        shape = _shape(hint, steps)
+        shape = tuple(
+            value if kind == "fixed" else steps if value in ("time", "key") else SIZES.get(value, 3)
+            for kind, value in axes(hint)
+        )
         if "bool" in hint.dtypes:
             built[name] = _mask(len(shape), steps)
         elif any(dtype.startswith("int") for dtype in hint.dtypes):
