@@ -198,10 +198,9 @@ def kinds(target: Target) -> list[str]:
 def _required_built(param: inspect.Parameter, hint: object) -> bool:
     """A required argument the constructor rule makes (a network, an agent): any class but
     a plain value's or a record's."""
+    plain_class = hint in (float, int, bool, str, type(None)) or record_fields(hint)
     required = param.default is param.empty and param.kind not in _STARRED
-    plain_types = (float, int, bool, str, type(None))
-    record = record_fields(hint)
-    return required and isinstance(hint, type) and hint not in plain_types and not record
+    return required and isinstance(hint, type) and not plain_class
 
 
 def _is_space(hint: object) -> bool:
@@ -305,8 +304,8 @@ def bind(case: Case) -> Callable[..., Any]:
 
 
 def hinted(case: Case, given: dict[str, Any], *result: Any) -> list[tuple[Any, Any]]:
-    """(annotation, value) pairs for the annotated arguments in ``given``, then for ``result``
-    if given (a constructor's may be any object)."""
+    """(annotation, value) pairs of the annotated ``given``, then of ``result`` (any object for
+    a constructor)."""
     hints = typing.get_type_hints(case.target.function)
     returned = object if inspect.isclass(case.target.typed) else hints.get("return", object)
     pairs = [(hints[name], value) for name, value in given.items() if name in hints]
