@@ -8,9 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
-from ..project import CONFIGS, PACKAGE, PROJECT_ROOT
-from ..test_run_files import EXAMPLES, load_yaml, printed_config
+from ..project import CONFIGS, PACKAGE, PROJECT_ROOT, example_main
+from ..test_run_files import EXAMPLES
 from .allocation import SLURM
 
 SBATCH = SLURM / "train.sbatch"
@@ -33,14 +34,17 @@ def test_sbatch_command_parses_with_slurm_sizes(
     assert words[:3] == ["srun", "python", "-m"]
     assert words[3] == f"{PACKAGE}.{example}"
     monkeypatch.chdir(PROJECT_ROOT)  # the script runs from the project root
-    printed = printed_config(capsys, example, words[4:])
+    with pytest.raises(SystemExit) as exited:
+        example_main(example)([*words[4:], "--print_config"])
+    assert exited.value.code in (None, 0)
+    printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["trainer"]["num_nodes"] == 3
     assert str(printed["trainer"]["devices"]) == "2"  # Lightning reads "2" as two devices
     assert printed["trainer"]["strategy"] == "ddp"
     # The requeue on SLURM's warning signal is the script's to add (preemption.py).
     added = [callback["class_path"] for callback in printed["trainer"]["callbacks"] or []]
     assert added == [f"{PACKAGE}.preemption.SlurmRequeue"]
-    example_model = load_yaml(CONFIGS / f"{example}.yaml")["model"]
+    example_model = yaml.safe_load((CONFIGS / f"{example}.yaml").read_text())["model"]
     assert {key: printed["model"][key] for key in example_model} == example_model
 
 
