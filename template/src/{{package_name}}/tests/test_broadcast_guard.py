@@ -37,8 +37,6 @@ STRETCHING: dict[str, tuple[Callable[[], object], str, str]] = {
     "operator in place": (lambda: FLAT.clone().__iadd__(COLUMN), "add_", "(5,) and (5, 1)"),
     "comparison": (lambda: COLUMN > FLAT, "gt", "(5, 1) and (5,)"),
     "torch.add": (lambda: torch.add(COLUMN, FLAT), "torch.add", "(5, 1) and (5,)"),
-    "torch.sub": (lambda: torch.sub(FLAT, COLUMN), "torch.sub", "(5,) and (5, 1)"),
-    "torch.mul": (lambda: torch.mul(COLUMN, FLAT), "torch.mul", "(5, 1) and (5,)"),
     "torch.subtract": (lambda: torch.subtract(COLUMN, FLAT), "torch.subtract", "(5, 1) and (5,)"),
     "torch.divide": (lambda: torch.divide(FLAT, COLUMN), "torch.divide", "(5,) and (5, 1)"),
     "torch.where": (lambda: torch.where(FLAT > 0, COLUMN, 0.0), "torch.where", "(5,) and (5, 1)"),
@@ -96,37 +94,12 @@ def _padding_mask() -> Tensor:
     return _row(torch.arange(T)) < _column(torch.tensor([6, 3, 5, 2]))
 
 
-def _causal_mask() -> Tensor:
-    return _column(torch.arange(T)) >= _row(torch.arange(T))
-
-
-def _cross_attention_padding() -> Tensor:
-    """Two masks, each a grid compared with data (the grid on either side), combined."""
-    queries = _column(torch.tensor([4, 2, 6, 1])) > _row(torch.arange(T))
-    keys = _row(torch.arange(T - 2)) < _column(torch.tensor([3, 4, 1, 2]))
-    return rearrange(queries, "b q -> b q 1") & rearrange(keys, "b k -> b 1 k")
-
-
-def _pairwise_mask() -> Tensor:
-    """A mask from data, not from a grid: two views of the same mask."""
-    m = torch.rand(B, T) > 0.3
-    return rearrange(m, "batch t -> batch t 1") & rearrange(m, "batch t -> batch 1 t")
-
-
-def _alibi_with_causal_mask() -> Tensor:
-    """BLOOM-style: slopes times key positions ``(H, 1, T)`` plus a causal mask ``(1, T, T)``."""
-    slopes = 2.0 ** (-8.0 * torch.arange(1, 5) / 4)
-    alibi = rearrange(slopes, "h -> h 1 1") * rearrange(torch.arange(T), "k -> 1 1 k")
-    return alibi + rearrange(torch.full((T, T), float("-inf")).triu(1), "q k -> 1 q k")
-
-
 # One-sided broadcasts, and the guard's one exception: stretches that build an index grid
-# or a mask.
+# or a mask (more of those, in plain torch, in ``PLAIN_TORCH``).
 PASSING: dict[str, Callable[[], object]] = {
     "bias": lambda: MATRIX + BIAS,
     "python scalar": lambda: 2.0 - MATRIX,
     "0-d tensor": lambda: MATRIX * torch.tensor(3.0),
-    "column times matrix": lambda: MATRIX * COLUMN,
     "attention mask": lambda: torch.randn(2, 4, N, N) + torch.randn(1, 1, N, N),
     "einsum outer product": lambda: torch.einsum("i,j->ij", FLAT, FLAT),
     "torch.outer": lambda: torch.outer(FLAT, FLAT),
@@ -138,20 +111,8 @@ PASSING: dict[str, Callable[[], object]] = {
     "Normal.log_prob": lambda: Normal(COLUMN, 1.0).log_prob(MATRIX),
     "Categorical sample_shape": lambda: CATEGORICAL.log_prob(CATEGORICAL.sample((7,))),
     "padding mask": _padding_mask,
-    "causal mask": _causal_mask,
-    "causal & padding": lambda: _causal_mask() & rearrange(_padding_mask(), "b t -> b 1 1 t"),
-    "cross-attention padding": _cross_attention_padding,
-    "pairwise mask": _pairwise_mask,
     "relative positions": lambda: _row(torch.arange(T)) - _column(torch.arange(T)),
-    "tril of ones | data mask": lambda: (
-        torch.tril(torch.ones(T, T, dtype=torch.bool))
-        | rearrange(torch.rand(B, T) > 0.5, "batch t -> batch 1 t")
-    ),
-    "ALiBi with a causal mask": _alibi_with_causal_mask,
     "one-hot": lambda: _column(torch.randint(0, C, (N,))) == torch.arange(C),
-    "sinusoidal angles": lambda: torch.sin(
-        _column(torch.arange(T).float()) * _row(1.0 / 10000 ** (torch.arange(0, 8, 2) / 8))
-    ),
     "position ids": lambda: _column(torch.tensor([3, 0, 7])) + torch.arange(T),
 }
 
@@ -256,10 +217,9 @@ def _done_flags_from_one_buffer() -> Tensor:
 
 STILL_BUGS: dict[str, Callable[[], Tensor]] = {
     "accuracy, argmax kept as a column": lambda: (
-        (torch.randn(N, C).argmax(-1, keepdim=True) == torch.randint(0, C, (N,))).float().mean()
+        torch.randn(N, C).argmax(-1, keepdim=True) == torch.randint(0, C, (N,))
     ),
-    "binary accuracy": lambda: ((torch.randn(N, 1) > 0) == (torch.rand(N) > 0.5)).float().mean(),
-    "float comparison": lambda: torch.randn(N, 1) > torch.randn(N),
+    "accuracy on literals": lambda: torch.tensor([[1.0], [0.0]]) == torch.tensor([1.0, 0.0]),
     "regression loss": lambda: ((torch.randn(N, 1) - torch.randn(N)) ** 2).mean(),
     "PPO advantages": lambda: -(torch.randn(N, 1) * torch.randn(N).exp()).mean(),
     "filled zeros buffer": _filled_zeros_buffer,
@@ -268,6 +228,7 @@ STILL_BUGS: dict[str, Callable[[], Tensor]] = {
     # y = sin(x) + noise, with x (N, 1) from a grid and noise (N,): data.
     "sin(linspace) + noise": lambda: torch.sin(_column(torch.linspace(-1, 1, N))) + torch.randn(N),
     "ones as weights": lambda: (torch.ones(N) * _column(torch.randn(N)) ** 2).mean(),
+    "literal slopes * data": lambda: rearrange(_slopes(), "h -> h 1 1") * torch.randn(1, T, T),
     "ints & ints": lambda: _column(torch.randint(0, 4, (N,))) & torch.randint(0, 4, (N,)),
     "terminated (N, 1) | truncated (N,)": lambda: (  # two boolean masks, both from data
         _column(torch.rand(N) > 0.9) | (torch.rand(N) > 0.9)
@@ -295,7 +256,8 @@ def test_provenance_is_forgotten_with_the_tensor() -> None:
 
 # Attention patterns of widely used code, as they write them (plain torch indexes with None,
 # which this project's own code does not, so that source is a string here): ALiBi's per-head
-# slopes times a relative-distance grid, rotary embeddings, masks by broadcast comparison.
+# slopes times a relative-distance grid, rotary embeddings, masks by broadcast comparison,
+# and masks combined: with each other, a data mask with itself, a constant's tril with data.
 PLAIN_TORCH = """
 heads, steps = 4, 6
 start = 2 ** (-8 / heads)
@@ -304,14 +266,20 @@ positions = torch.arange(steps)
 distance = -(positions[None, :] - positions[:, None]).abs()
 alibi = slopes[:, None, None] * distance[None, :, :]
 from_arange = (2 ** (-8 * torch.arange(1, heads + 1) / heads))[:, None, None] * distance[None]
+bloom = slopes[:, None, None] * positions + torch.full((steps, steps), float("-inf")).triu(1)
 inverse = 1.0 / (10000 ** (torch.arange(0, 8, 2) / 8))
 angles = positions[:, None] * inverse[None, :]
 rotary = torch.cat([angles.cos(), angles.cos()], dim=-1)
 rotated = torch.randn(2, heads, steps, 8) * rotary
 lengths = torch.randint(1, steps + 1, (3,))
 padding = positions[None, :] < lengths[:, None]
+queries = lengths[:, None] > positions[None, :]
 causal = positions[:, None] >= positions[None, :]
 keep = padding[:, None, None, :] & causal[None, None, :, :]
+cross = queries[:, :, None] & padding[:, None, :]
+real = torch.rand(3, steps) > 0.3
+pairwise = real[:, :, None] & real[:, None, :]
+seen = torch.ones(steps, steps, dtype=torch.bool).tril() | (torch.rand(3, 1, steps) > 0.5)
 """
 
 
@@ -328,11 +296,8 @@ def _distance() -> Tensor:
 def test_attention_patterns_of_widely_used_code_pass() -> None:
     with BroadcastGuard():
         exec(compile(PLAIN_TORCH, "<plain torch>", "exec"), {"torch": torch})
-        _ = rearrange(_slopes(), "h -> h 1 1") * rearrange(_distance(), "q k -> 1 q k")
-        _ = einx.multiply("h, q k -> h q k", _slopes(), _distance())  # pyright: ignore[reportPrivateImportUsage]
-        x, lengths = torch.randn(3, T), torch.tensor([2, T, 3])
+        x = torch.randn(3, T)  # einx names every axis: an outer sum of data passes
         _ = einx.add("b i, b j -> b i j", x, x)  # pyright: ignore[reportPrivateImportUsage]
-        _ = einx.less("key, batch -> batch key", torch.arange(T), lengths)  # pyright: ignore[reportPrivateImportUsage]
 
 
 @pytest.mark.no_broadcast_guard  # about tensors made outside any guard
@@ -349,10 +314,3 @@ def test_marking_excuses_a_grid_or_a_float_buffer_made_before_the_guard() -> Non
         _ = rearrange(positions, "k -> 1 k") - rearrange(positions, "q -> q 1")
         marked = rearrange(broadcast.mark_constant(slopes), "h -> h 1 1")
         _ = marked * rearrange(_distance(), "q k -> 1 q k")
-
-
-def test_literal_constants_excuse_nothing_but_a_grid() -> None:
-    with pytest.raises(BroadcastError), BroadcastGuard():  # the accuracy bug, on literals
-        _ = torch.tensor([[1.0], [0.0], [1.0]]) == torch.tensor([1.0, 0.0, 0.0])
-    with pytest.raises(BroadcastError), BroadcastGuard():  # slopes times data, not a grid
-        _ = rearrange(_slopes(), "h -> h 1 1") * torch.randn(1, T, T)
