@@ -21,7 +21,7 @@ from ..core.broadcast import BroadcastError, BroadcastGuard, Stretch
 from ..run.guards import BroadcastGuardCallback
 from .project import quiet_trainer
 
-N, B, T, C = 5, 4, 6, 3
+N, T, C = 5, 6, 3
 COLUMN, ROW, FLAT = torch.randn(N, 1), torch.randn(1, N), torch.randn(N)
 MATRIX, BIAS = torch.randn(N, 3), torch.randn(3)
 CATEGORICAL = Categorical(logits=MATRIX)
@@ -208,12 +208,7 @@ def _grid_overwritten_through_a_view() -> Tensor:
     return rearrange(positions, "two n -> two n 1") - torch.randn(N)
 
 
-def _done_flags_from_one_buffer() -> Tensor:
-    """Terminated and truncated: views of one buffer, but of other elements than each other's."""
-    flags = torch.rand(N, 2) > 0.9
-    return flags[:, 0:1] | flags[:, 1]
-
-
+FLAGS = torch.rand(N, 2) > 0.9  # terminated and truncated: two columns of one buffer
 STILL_BUGS: dict[str, Callable[[], Tensor]] = {
     "accuracy, argmax kept as a column": lambda: MATRIX.argmax(-1, keepdim=True) == FLAT.long(),
     "accuracy on literals": lambda: torch.tensor([[1.0], [0.0]]) == torch.tensor([1.0, 0.0]),
@@ -228,7 +223,7 @@ STILL_BUGS: dict[str, Callable[[], Tensor]] = {
     "literal slopes * data": lambda: _column(torch.tensor([0.5, 0.25])) * torch.randn(N),
     "ints & ints": lambda: _column(torch.randint(0, 4, (N,))) & torch.randint(0, 4, (N,)),
     "terminated (N, 1) | truncated (N,)": lambda: (COLUMN > 0) | (FLAT > 0),  # masks of data
-    "done flags from columns of one buffer": _done_flags_from_one_buffer,
+    "done flags from columns of one buffer": lambda: FLAGS[:, 0:1] | FLAGS[:, 1],
     "float mask * data": lambda: rearrange(_padding_mask().float(), "b t -> b t 1") * FLAT,
 }
 
