@@ -139,25 +139,25 @@ def test_optimizer_steps_pass(
 
 
 class _Scores(L.LightningModule):
-    """Registers a position grid and a causal mask in ``__init__``, before ``fit`` arms the
-    guard, and builds relative positions and a padded causal mask from them in each step;
-    from step 2 on, its loss also stretches both operands."""
+    """Registers float slopes and a causal mask in ``__init__``, before ``fit`` arms the
+    guard, and builds a distance bias and a padded causal mask from them in each step; from
+    step 2 on, its loss also stretches both operands."""
 
-    positions: Tensor
+    slopes: Tensor
     causal: Tensor
 
     def __init__(self) -> None:
         super().__init__()
         self.net = torch.nn.Linear(3, 4 * 4)
-        self.register_buffer("positions", torch.arange(4))
+        self.register_buffer("slopes", torch.rand(4, 1))
         self.register_buffer("causal", torch.ones(4, 4, dtype=torch.bool).tril())
 
     def training_step(self, batch: list[Tensor], batch_idx: int) -> Tensor:
         x, y = batch
-        relative = rearrange(self.positions, "k -> 1 k") - rearrange(self.positions, "q -> q 1")
+        bias = self.slopes * torch.arange(4)  # a float buffer, a constant, times a grid
         keep = rearrange(x[:, 0] > -3, "batch -> batch 1 1") & self.causal
-        scores = rearrange(self.net(x), "batch (q k) -> batch q k", q=len(self.positions))
-        loss = (scores + relative).masked_fill(~keep, 0.0).pow(2).mean()
+        scores = rearrange(self.net(x), "batch (q k) -> batch q k", q=4) + bias
+        loss = scores.masked_fill(~keep, 0.0).pow(2).mean()
         if batch_idx >= 2:  # (batch, 1) against (batch,)
             loss = loss + ((scores[:, 0, 0:1] - y) ** 2).mean()
         return loss
@@ -175,9 +175,9 @@ def _fit(steps: int) -> BroadcastGuardCallback:
 
 
 @pytest.mark.no_broadcast_guard
-def test_callback_guards_only_its_steps_and_knows_the_modules_grid_and_mask_buffers() -> None:
+def test_callback_guards_only_its_steps_and_knows_the_modules_buffers() -> None:
     """The stretch of step 2 raises only while guarded; the buffers, made before the guard
-    armed, pass as a grid and a mask; no torch function mode is left behind."""
+    armed, pass as a constant and a grid; no torch function mode is left behind."""
     with pytest.raises(BroadcastError, match=r"sub stretched .*\(4, 1\) and \(4,\)"):
         _fit(steps=3)
     assert not torch.overrides._get_current_function_mode_stack()
