@@ -1,13 +1,9 @@
-"""The habits, enforced on the source tree so they survive later edits.
-
-No reshape but einops: every file under ``src/`` is parsed (the syntax tree, not text) for
-``.view``, ``.reshape``, ``.squeeze``, ``.unsqueeze``, ``.flatten`` (methods or ``torch.``
-functions) and ``None``-indexing such as ``x[:, None]``. Annotations are skipped, and so
-are subscripts of capitalised names and builtin generics: ``Iterator[None]`` is no tensor.
-
-A quiet start: importing the package installs no filter (what the command lines hide while
-they run is tested in ``test_run_files.py``).
-"""
+"""The habits, enforced on the source tree so they survive later edits. No reshape but
+einops: the syntax tree (not the text) of every file under ``src/`` is searched for ``.view``,
+``.reshape``, ``.squeeze``, ``.unsqueeze``, ``.flatten`` (methods or ``torch.`` functions) and
+``None``-indexing such as ``x[:, None]``, skipping annotations and subscripts of capitalised
+names and builtin generics: ``Iterator[None]`` is no tensor. A quiet start: importing the
+package installs no filter (what the command lines hide is ``test_run_files.py``'s)."""
 
 import ast
 import subprocess
@@ -29,10 +25,8 @@ def _is_type_expression(base: ast.expr) -> bool:
 def forbidden_reshapes(source: str, filename: str = "<string>") -> list[str]:
     found = []
     tree = ast.parse(source, filename)
-    annotations = [
-        getattr(node, key, None) for node in ast.walk(tree) for key in ("annotation", "returns")
-    ]
-    skipped = {id(inner) for root in annotations if root for inner in ast.walk(root)}
+    hints = [getattr(n, key, None) for n in ast.walk(tree) for key in ("annotation", "returns")]
+    skipped = {id(inner) for root in hints if root for inner in ast.walk(root)}
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
@@ -67,20 +61,14 @@ def test_source_tree_has_no_forbidden_reshapes() -> None:
 
 
 IMPORT_EVERY_MODULE = f"""
-import importlib, logging, pkgutil, warnings
+import contextlib, importlib, logging, pkgutil, warnings
 
 for name in ("torch", "lightning", "gymnasium", "optuna", "pandas", "jsonargparse"):
-    try:  # the third parties' own filters are theirs
+    with contextlib.suppress(ImportError):  # the third parties' own filters are theirs
         importlib.import_module(name)
-    except ImportError:
-        pass
-
-
 def filters():
     loggers = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)]
     return len(warnings.filters), sum(len(log.filters) for log in [logging.root, *loggers])
-
-
 before = filters()
 package = importlib.import_module("{PACKAGE}")
 for module in pkgutil.walk_packages(package.__path__, "{PACKAGE}."):
@@ -92,11 +80,6 @@ print(*(after - then for after, then in zip(filters(), before)))
 
 @pytest.mark.slow  # a fresh interpreter, whose filters only these imports have touched
 def test_importing_the_package_changes_no_warning_or_logging_filter() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", IMPORT_EVERY_MODULE],
-        env=child_environment(),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    command = [sys.executable, "-c", IMPORT_EVERY_MODULE]
+    done = subprocess.run(command, env=child_environment(), capture_output=True, text=True)
     assert done.stdout.split() == ["0", "0"], done.stdout + done.stderr

@@ -9,14 +9,10 @@ from ..core.nets import MLP, ScalarMLP
 
 @pytest.mark.parametrize("batch", [1, 7])
 def test_scalar_mlp_returns_one_value_per_row(batch: int) -> None:
-    net = ScalarMLP(in_features=3, hidden_sizes=(8, 8))
-    assert net(torch.randn(batch, 3)).shape == (batch,)
-
-
-@pytest.mark.parametrize("batch", [1, 7])
-def test_mlp_returns_out_features_per_row(batch: int) -> None:
-    net = MLP(in_features=3, out_features=4, hidden_sizes=(8,))
-    assert net(torch.randn(batch, 3)).shape == (batch, 4)
+    """And ``MLP`` one row of ``out_features`` per row."""
+    x = torch.randn(batch, 3)
+    assert ScalarMLP(in_features=3, hidden_sizes=(8, 8))(x).shape == (batch,)
+    assert MLP(in_features=3, out_features=4, hidden_sizes=(8,))(x).shape == (batch, 4)
 
 
 def test_mlp_rejects_unknown_activation() -> None:

@@ -5,7 +5,6 @@ only predicts the mean. ``pytest -s -k seed_bug`` prints the measured table.
 
 import subprocess
 import sys
-from collections.abc import Callable
 
 import pytest
 import torch
@@ -23,22 +22,21 @@ TRAIN_STEPS = 300
 
 
 def _dataset(seed: int, rows: int = 512) -> tuple[Tensor, Tensor]:
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(rows, 4, generator=generator)
+    x = torch.randn(rows, 4, generator=torch.Generator().manual_seed(seed))
     y = torch.sin(2.0 * x[:, 0]) + x[:, 1] * x[:, 2] + torch.tanh(x[:, 3])
     return x, y
 
 
-def _train_and_score(shape_target: Callable[[Tensor], Tensor]) -> float:
+def _train_and_score(column_target: bool) -> float:
     """Full-batch Adam on a fixed budget; returns R² on held-out rows."""
     torch.manual_seed(0)
-    x, y = _dataset(seed=1)
-    x_val, y_val = _dataset(seed=2)
+    (x, y), (x_val, y_val) = _dataset(seed=1), _dataset(seed=2)
+    target = rearrange(y, "batch -> batch 1") if column_target else y
     net = ScalarMLP(4, hidden_sizes=(64, 64), activation="silu")
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
     for _ in range(TRAIN_STEPS):
         optimizer.zero_grad()
-        mse_loss(net(x), shape_target(y)).backward()
+        mse_loss(net(x), target).backward()
         optimizer.step()
     with torch.no_grad():
         return float(r2_score(net(x_val), y_val))
@@ -48,15 +46,14 @@ def test_column_target_raises_naming_argument_and_both_shapes() -> None:
     with pytest.raises(TypeCheckError) as error:
         mse_loss(torch.randn(6), torch.randn(6, 1))
     message = str(error.value)
-    assert "parameter 'target'" in message
-    assert "f32[6]" in message and "f32[6,1]" in message
+    assert all(part in message for part in ("parameter 'target'", "f32[6]", "f32[6,1]")), message
 
 
 @pytest.mark.no_broadcast_guard
 def test_unchecked_column_target_learns_only_the_mean() -> None:
-    correct = _train_and_score(lambda y: y)
+    correct = _train_and_score(column_target=False)
     with checks_disabled(), pytest.warns(UserWarning, match="target size"):
-        buggy = _train_and_score(lambda y: rearrange(y, "batch -> batch 1"))
+        buggy = _train_and_score(column_target=True)
     print(
         f"\nseed bug, {TRAIN_STEPS} full-batch Adam steps: R² correct {correct:.3f}, "
         f"R² with (N, 1) target and checks off {buggy:.3f}"
@@ -71,11 +68,8 @@ def test_environment_variable_turns_checks_off() -> None:
         f"import torch; from {PACKAGE}.core.losses import mse_loss; "
         "print(mse_loss(torch.zeros(6), torch.zeros(6, 1)).item())"
     )
-    done = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", probe],
-        env=child_environment({"JAXTYPING_DISABLE": "1"}),
-        capture_output=True,
-        text=True,
-    )
+    command = [sys.executable, "-W", "ignore", "-c", probe]
+    env = child_environment({"JAXTYPING_DISABLE": "1"})
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0.0"

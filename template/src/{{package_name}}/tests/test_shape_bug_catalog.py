@@ -70,9 +70,7 @@ def test_einops_patterns_name_and_keep_the_axes() -> None:
 def test_nan_from_a_layer_passes_annotation_and_guard() -> None:
     """Shapes are right and nothing broadcasts: only the NonFiniteLocator can find it."""
     net = ScalarMLP(3, (4,))
-    first_layer = net.layers[0]
-    assert isinstance(first_layer, torch.nn.Linear)
-    torch.nn.init.constant_(first_layer.weight, float("nan"))
+    torch.nn.init.constant_(next(net.parameters()), float("nan"))  # the first layer's weight
     with BroadcastGuard():
         loss = mse_loss(net(torch.randn(N, 3)), torch.randn(N))
     assert torch.isnan(loss)

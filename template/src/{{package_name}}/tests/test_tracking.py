@@ -1,6 +1,5 @@
-"""The logger presets of ``configs/logger/``: each writes its files under the run root, and on
-a tiny fit with several at once each receives every metric and hyperparameter of the example.
-``trackers/`` imports the helpers."""
+"""The logger presets of ``configs/logger/`` write under the run root, and on a tiny fit with
+several at once each gets every metric and hyperparameter (``trackers/`` imports the helpers)."""
 
 import csv
 from collections.abc import Iterable
@@ -16,11 +15,8 @@ METRICS = {"regression": {"train_loss", "val_loss", "val_r2", "val_mae"}}
 METRICS["ppo"] = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"}
 METRICS["ppo"] |= {"learning_rate", "episodic_return", "episodic_length", "sps", "eval_return"}
 METRICS["sequence"] = {"train_loss", "val_loss", "val_accuracy"}
-HYPERPARAMETERS = {  # two of each module's arguments
-    "regression": {"learning_rate", "hidden_sizes"},
-    "ppo": {"learning_rate", "hidden_sizes"},
-    "sequence": {"learning_rate", "width"},
-}
+HYPERPARAMETERS = dict.fromkeys(METRICS, {"learning_rate", "hidden_sizes"})  # two of each
+HYPERPARAMETERS["sequence"] = {"learning_rate", "width"}
 TINY = {"regression": ["--data.synthetic_samples=256", "--data.batch_size=64"]}
 TINY["ppo"] = ["--model.num_envs=2", "--model.num_steps=16", "--model.total_env_steps=96"]
 TINY["ppo"] += ["--model.update_epochs=1", "--model.eval_every_env_steps=32"]

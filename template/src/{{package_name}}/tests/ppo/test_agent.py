@@ -1,7 +1,6 @@
-"""The agent's two discrete paths that skip a ``Categorical``: ``evaluate`` must give its
-log-probabilities, entropies and gradients, and ``sample`` must draw from its softmax and
-refuse logits it could not draw from. Compiled, a wrong shape still raises at its boundary
-(a compiled fit: ``test_run_files.py``; bf16 autocast: ``test_ppo.py``)."""
+"""The discrete paths that skip a ``Categorical``: ``evaluate`` gives its log-probabilities,
+entropies and gradients, ``sample`` draws from its softmax and refuses logits it cannot draw
+from. Compiled, a wrong shape still raises (a compiled fit: ``test_run_files.py``)."""
 
 import gymnasium as gym
 import pytest
@@ -56,12 +55,10 @@ def test_a_discrete_draw_follows_the_softmax_of_the_logits() -> None:
 
 
 def test_a_discrete_draw_refuses_a_row_without_a_finite_maximum() -> None:
-    """A NaN observation, a +inf logit or a row with every action masked (-inf) makes the
-    draw raise instead of acting on it; a masked action is never drawn. One row is enough
-    to raise."""
+    """A NaN observation (one row is enough), a +inf logit or a row with every action masked
+    (-inf) makes the draw raise instead of acting on it; a masked action is never drawn."""
     agent = ActorCritic(4, gym.spaces.Discrete(3), (8,))
-    observation = torch.randn(1, 4)
-    observation[0, 2] = torch.nan
+    observation = torch.tensor([[0.5, -1.0, torch.nan, 2.0]])
     with torch.no_grad(), pytest.raises(ValueError, match="no finite maximum"):
         agent.sample(observation)
     last = [layer for layer in agent.actor.modules() if isinstance(layer, torch.nn.Linear)][-1]
