@@ -51,10 +51,9 @@ def test_ddp_ranks_collect_different_rollouts_and_count_steps_globally(tmp_path:
     assert summary["env_steps"] == 1024 == 2 * summary["env_steps_per_process"]
     assert sorted(_logged(tmp_path, "learning_rate")) == [256, 512, 768, 1024]
 
-    first = _rows(summary_path.parent / "episodes.csv")
-    second = _rows(summary_path.parent / "episodes_rank1.csv")
-    lengths = [[row["length"] for row in rows] for rows in (first, second)]
-    assert first and second and lengths[0] != lengths[1]
+    names = ("episodes.csv", "episodes_rank1.csv")  # rank 0's, rank 1's
+    lengths = [[row["length"] for row in _rows(summary_path.parent / name)] for name in names]
+    assert lengths[0] and lengths[1] and lengths[0] != lengths[1]
 
 
 @pytest.mark.cli
@@ -68,8 +67,7 @@ def test_resume_restores_optimizer_schedule_env_steps_and_evaluations(
     cli = main(_args(tmp_path, *budget, "--ckpt_path=last"))
 
     module, (optimizer,) = cli.model, cli.trainer.optimizers
-    assert module.rollouts_done == 4
-    assert cli.trainer.global_step == 8
+    assert module.rollouts_done == 4 and cli.trainer.global_step == 8
     assert {int(state["step"]) for state in optimizer.state.values()} == {8}  # Adam's count
     assert module.collector is not None and module.collector.first_env_step == 2 * ROLLOUT
     resumed = tmp_path / "lightning_logs" / "version_1"

@@ -1,12 +1,8 @@
-"""The regression example on two CPU processes, and resumed after a ``kill -9``.
-
-DDP runs and the killed run are child processes (``python -m <package>.regression``): DDP's
-launcher starts the second process by rerunning the command line, and SIGKILL must not hit
-pytest. Every run uses one torch thread, as DDP gives each process, so that the single
-process runs compare like with like."""
+"""The regression example on two CPU processes, and resumed after a ``kill -9``. DDP runs and
+the killed run are child processes: DDP's launcher reruns the command line, and SIGKILL must
+not hit pytest. Each run has one torch thread, as in DDP, to compare like with like."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -25,7 +21,7 @@ from ..project import PACKAGE, QUIET, child_environment, run_example
 DATA = ["--data.synthetic_samples=2045", "--data.batch_size=128"]  # 409 validation rows
 MODEL = ["--model.hidden_sizes=[64, 64]", "--model.learning_rate=0.02"]
 TRAINER = ["--trainer.accelerator=cpu", "--trainer.num_sanity_val_steps=0", *QUIET]
-DDP = ["--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"]
+DDP = ["--trainer.strategy=ddp", "--trainer.devices=2"]
 # A fit on the CLI's defaults (no config file, so an installed package runs it too).
 FIT = ["fit", "--seed_everything=0", *DATA, *MODEL, *TRAINER]
 
@@ -42,14 +38,6 @@ def one_thread() -> Iterator[None]:
 
 def _args(root: Path, *extra: str) -> list[str]:
     return [*FIT, f"--trainer.default_root_dir={root}", *extra]
-
-
-def _child(args: list[str], output: Path) -> subprocess.Popen:
-    """The CLI in a child process, its output in a file (a pipe left unread could fill)."""
-    env = child_environment({"OMP_NUM_THREADS": "1"})
-    command = [sys.executable, "-m", f"{PACKAGE}.regression", *args]
-    with output.open("w") as handle:
-        return subprocess.Popen(command, env=env, stdout=handle, stderr=subprocess.STDOUT)
 
 
 def _summary(root: Path) -> dict:
@@ -97,12 +85,15 @@ def test_kill_9_then_ckpt_path_last_finishes_the_same_run(tmp_path: Path) -> Non
     whole = _summary(tmp_path / "whole")
 
     crashed = tmp_path / "crashed"
-    child = _child(_args(crashed, *budget), tmp_path / "crashed_output.txt")
+    command = [sys.executable, "-m", f"{PACKAGE}.regression", *_args(crashed, *budget)]
+    env = child_environment({"OMP_NUM_THREADS": "1"})
+    with (tmp_path / "crashed_output.txt").open("w") as output:  # a pipe left unread could fill
+        child = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 90
     while _epoch_of_last_checkpoint(crashed) < 2 and child.poll() is None:
         assert time.monotonic() < deadline, "no checkpoint of epoch 2 in time"
         time.sleep(0.05)
-    os.kill(child.pid, signal.SIGKILL)
+    child.kill()  # SIGKILL
     child.wait()
     assert child.returncode == -signal.SIGKILL, "the run ended before it could be killed"
     assert not list(crashed.rglob("summary.json"))

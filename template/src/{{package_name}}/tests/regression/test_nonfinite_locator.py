@@ -68,9 +68,8 @@ def test_exploding_layer_is_named_and_last_checkpoint_survives(tmp_path: Path) -
 def test_a_finite_regression_fit_raises_no_false_alarm(
     broadcast_guard: BroadcastGuard, tmp_path: Path
 ) -> None:
-    """Neither the locator nor BroadcastGuard fires. The fixture guards the whole fit (setup,
-    validation, checkpoints); the callback's own guard proves the training-time path is
-    active for each of its six steps, which span two epochs."""
+    """Neither the locator nor BroadcastGuard fires. The fixture guards the whole fit; the
+    callback's own guard proves the training-time path active in its six steps, over two epochs."""
     guard = BroadcastGuardCallback(steps=6)
     _fit(tmp_path, NonFiniteLocator(), guard)
     assert not list(tmp_path.glob("nonfinite_*"))
