@@ -6,6 +6,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jaxtyping import TypeCheckError
 
 from ..core.losses import cross_entropy_loss, huber_loss, l1_loss, masked_mean, mse_loss
@@ -22,6 +24,14 @@ def test_losses_match_torch_on_correct_shapes(rows: int) -> None:
     )
     logits, labels = torch.randn(rows, 3), torch.randint(0, 3, (rows,))
     torch.testing.assert_close(cross_entropy_loss(logits, labels), F.cross_entropy(logits, labels))
+
+
+@settings(deadline=None)  # the first call builds the check; timing is not under test
+@given(batch=st.integers(min_value=1, max_value=64))
+def test_mse_refuses_the_seeds_column_target_at_any_batch_size(batch: int) -> None:
+    # The seed's bug in one line, the habit to copy: (N, 1) against (N,) raises, N = 1 too.
+    with pytest.raises(TypeCheckError, match="target"):
+        mse_loss(torch.randn(batch), torch.randn(batch, 1))
 
 
 def test_masked_mean_rejects_broadcasting_mask() -> None:
