@@ -60,10 +60,6 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return roots
 
 
-def _refusal(capsys: pytest.CaptureFixture[str], example: str, args: list[str]) -> str:
-    return refusal(capsys, lambda: example_main(example)(args))
-
-
 def _half(source: Path, path: Path) -> None:
     path.write_bytes(source.read_bytes()[: source.stat().st_size // 2])
 
@@ -109,7 +105,7 @@ def test_a_missing_or_broken_checkpoint_is_refused_by_name_and_left_as_it_is(
     before = file.read_bytes() if make else None
     paths = {"file": str(file), "dir": str(file.parent)}
     args = _args(example, root, f"--ckpt_path={ckpt_path.format(**paths)}")
-    line = _refusal(capsys, example, args)
+    line = refusal(capsys, lambda: example_main(example)(args))
     escaped = {key: re.escape(path) for key, path in paths.items()}
     assert re.fullmatch("error: " + pattern.format(**escaped), line), line
     assert file.read_bytes() == before if make else not file.exists()  # nothing trained
@@ -154,7 +150,7 @@ def test_checkpoint_of_another_model_is_refused(
     else:
         start = f"not a checkpoint of {model}: it holds {WEIGHTS[writer]} weights, {model} has "
         end = WEIGHTS[example]
-    line = _refusal(capsys, example, args)
+    line = refusal(capsys, lambda: example_main(example)(args))
     assert line.startswith(f"error: {last}: {start}") and line.endswith(end), line
 
 
@@ -164,13 +160,11 @@ def test_run_folder_under_a_regular_file_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str
 ) -> None:
     # A path under a file cannot be created even by root, as CI runs; chmod would not stop it.
-    (tmp_path / "notes.txt").write_text("a file, not a folder\n")
-    root = tmp_path / "notes.txt" / "run"
-    line = _refusal(capsys, example, _args(example, root))
-    assert line == (
-        f"error: --trainer.default_root_dir {root}: cannot write there: "
-        f"{tmp_path / 'notes.txt'} is a file"
-    )
+    notes = tmp_path / "notes.txt"
+    notes.write_text("a file, not a folder\n")
+    line = refusal(capsys, lambda: example_main(example)(_args(example, notes / "run")))
+    expected = f"error: --trainer.default_root_dir {notes / 'run'}: cannot write there: "
+    assert line == expected + f"{notes} is a file"
 
 
 MODULES = {e: getattr(importlib.import_module(f"{PACKAGE}.{e}"), MODEL[e]) for e in EXAMPLES}
@@ -186,7 +180,8 @@ MISSING_STEPS = [
 def test_an_evaluation_without_its_step_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str, subcommand: str, step: str
 ) -> None:
-    line = _refusal(capsys, example, [subcommand, f"--trainer.default_root_dir={tmp_path}"])
+    args = [subcommand, f"--trainer.default_root_dir={tmp_path}"]
+    line = refusal(capsys, lambda: example_main(example)(args))
     name = MODULES[example].__name__
     assert line == f"error: {subcommand} needs {name}.{step}; this example has none"
 
@@ -253,18 +248,15 @@ def test_user_error_is_one_line_and_exit_2_other_errors_propagate(
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_compiled_fit_with_checks_on(tmp_path: Path, example: str) -> None:
     """In a child process: compiling costs seconds, and dynamo's caches stay out of pytest's."""
-    compiled = ["--model.compile=true", "--model.compile_backend=aot_eager"]
-    args = [*QUIET, *TINY[example], *compiled]
+    args = [*QUIET, *TINY[example], "--model.compile=true", "--model.compile_backend=aot_eager"]
     assert fit_summary(example, CONFIGS / f"{example}.yaml", args, tmp_path)["global_step"] > 0
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES)
-def test_command_line_exits_2_with_the_error_as_last_line(
-    tmp_path: Path, finished: dict[str, Path], example: str
-) -> None:
-    broken = tmp_path / "half.ckpt"
-    _half(finished[example] / "checkpoints" / "last.ckpt", broken)
+def test_command_line_exits_2_with_the_error_as_last_line(tmp_path: Path, example: str) -> None:
+    broken = tmp_path / "notes.ckpt"
+    broken.write_text("notes\n")
     args = _args(example, tmp_path / "run", f"--ckpt_path={broken}")
     status, lines = run_example(example, args, tmp_path)
     assert status == 2, "\n".join(lines[-20:])
@@ -287,10 +279,9 @@ def test_preset_sets_the_trainer_and_keeps_the_example(
     capsys: pytest.CaptureFixture[str], example: str, preset: Path
 ) -> None:
     config = CONFIGS / f"{example}.yaml"
+    args = ["fit", f"--config={config}", f"--trainer={preset}", "--print_config"]
     with pytest.raises(SystemExit) as exited:
-        example_main(example)(
-            ["fit", f"--config={config}", f"--trainer={preset}", "--print_config"]
-        )
+        example_main(example)(args)
     assert exited.value.code in (None, 0)
     printed = yaml.safe_load(capsys.readouterr().out)
     trainer, ours = (yaml.safe_load(path.read_text()) for path in (preset, config))

@@ -82,18 +82,12 @@ def test_short_bf16_fit_writes_the_summary_and_a_weights_only_checkpoint(tmp_pat
     assert summary["eval_episodes"] >= 10
     # Every 1024 steps; the end falls on 3072, so it is not evaluated twice.
     assert [steps for steps, _ in summary["evaluations"]] == [1024, 2048, 3072]
-    # Flat hyperparameters of built-in types: the checkpoint needs no pickled classes.
+    # Flat hyperparameters of built-in types: the checkpoint needs no pickled classes. (What
+    # else it holds is tested by resuming from it: test_ppo_ddp.py.)
     last = tmp_path / "checkpoints" / "last.ckpt"
-    checkpoint = torch.load(last, weights_only=True)
-    hyperparameters = checkpoint["hyper_parameters"]
-    assert hyperparameters["learning_rate"] == 0.003 and hyperparameters["solved_return"] == 475
-    assert hyperparameters["hidden_sizes"] == [64, 64]
-    assert checkpoint["ppo"]["rollouts_done"] == 6  # of 512 env steps each
-    # The evaluations so far are the reporting callback's state.
-    evaluations = checkpoint["callbacks"]["PPOReporting"]["evaluations"]
-    assert [steps for steps, _ in evaluations] == [1024, 2048, 3072]
     loaded = PPOModule.load_from_checkpoint(last, weights_only=True).hparams
     assert (loaded.learning_rate, loaded.gamma, loaded.update_epochs) == (0.003, 0.98, 1)
+    assert (loaded.solved_return, loaded.hidden_sizes) == (475, [64, 64])
 
 
 def test_steps_to_solved_is_read_off_the_rolling_20_episode_mean() -> None:
