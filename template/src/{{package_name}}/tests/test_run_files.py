@@ -41,9 +41,11 @@ TINY["ppo"] += ["--model.update_epochs=1", "--model.eval_episodes=1", "--model.h
 TINY["sequence"] = ["--trainer.max_epochs=2", "--model.width=8", "--model.heads=2"]
 TINY["sequence"] += ["--model.layers=1", "--data.batch_size=64"]
 MODEL = {"regression": "RegressionModule", "ppo": "PPOModule", "sequence": "SequenceClassifier"}
+WEIGHTS = {"regression": "net.*", "ppo": "agent.*", "sequence": "encoder.*"}
 SIZE = {"regression": ("hidden_sizes", "[8]", "[16]"), "ppo": ("hidden_sizes", "[8]", "[16]")}
 SIZE["sequence"] = ("width", "8", "16")
 """The option that sets each example's network size: its value in TINY, and a bigger one."""
+Runs = dict[str, Path]  # example -> its run root
 
 
 def _args(example: str, root: Path, *extra: str) -> list[str]:
@@ -52,7 +54,7 @@ def _args(example: str, root: Path, *extra: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     """Each example's run root after a whole tiny run: ``checkpoints/last.ckpt`` is in it."""
     roots = {example: tmp_path_factory.mktemp(example) for example in EXAMPLES}
     for example, root in roots.items():
@@ -90,11 +92,7 @@ BROKEN: dict[str, tuple[str, Callable[[Path, Path], object] | None, str]] = {
 @pytest.mark.parametrize("example", EXAMPLES)
 @pytest.mark.parametrize("case", BROKEN)
 def test_a_missing_or_broken_checkpoint_is_refused_by_name_and_left_as_it_is(
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-    finished: dict[str, Path],
-    example: str,
-    case: str,
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, finished: Runs, example: str, case: str
 ) -> None:
     ckpt_path, make, pattern = BROKEN[case]
     root = tmp_path / "run"
@@ -111,25 +109,21 @@ def test_a_missing_or_broken_checkpoint_is_refused_by_name_and_left_as_it_is(
     assert file.read_bytes() == before if make else not file.exists()  # nothing trained
 
 
-WEIGHTS = {"regression": "net.*", "ppo": "agent.*", "sequence": "encoder.*"}
-
-
 @pytest.mark.cli
 @pytest.mark.parametrize("form", ["named", "last"])
 @pytest.mark.parametrize(("example", "writer"), [(e, w) for e in EXAMPLES for w in EXAMPLES])
 def test_checkpoint_of_another_model_is_refused(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
-    finished: dict[str, Path],
+    finished: Runs,
     example: str,
     writer: str,
     form: str,
 ) -> None:
-    """The ``writer`` example's checkpoint; the example's own is of another network size (the
-    run asks for a bigger one). ``last`` (and SLURM's ``hpc_ckpt``) is looked up after the
-    model is built and checked against it. LightningCLI reads a named file's hyperparameters
-    into the model's config: another example's are refused, and at another size the model is
-    built at the file's size and the run resumes."""
+    """The ``writer`` example's checkpoint (the example's own at another network size: the run
+    asks for a bigger one). ``last`` (and SLURM's ``hpc_ckpt``) is checked against the built
+    model. LightningCLI makes a named file's hyperparameters the model's config: another
+    example's are refused, and at another size the model is built at the file's and resumes."""
     option, size, bigger = SIZE[example]
     model, last = MODEL[example], tmp_path / "run" / "checkpoints" / "last.ckpt"
     last.parent.mkdir(parents=True)

@@ -42,16 +42,10 @@ def _collector(num_envs: int, num_steps: int, max_episode_steps: int | None = No
 
 
 @pytest.mark.cli
-def test_fast_dev_run_fits(tmp_path: Path) -> None:
-    _fit(tmp_path, "--trainer.fast_dev_run=true")
-
-
-@pytest.mark.cli
 @pytest.mark.slow
 def test_async_vectorization_fits(tmp_path: Path) -> None:
-    tiny = ["--model.num_envs=2", "--model.num_steps=64", "--model.eval_every_env_steps=0"]
-    summary = _fit(tmp_path, *tiny, "--model.total_env_steps=128", "--model.vectorization=async")
-    assert summary["env_steps"] == 128
+    envs = ["--model.num_envs=2", "--model.vectorization=async"]
+    assert _fit(tmp_path, *envs, "--trainer.fast_dev_run=true")["env_steps"] == 2 * 64
 
 
 @pytest.mark.cli
@@ -80,10 +74,7 @@ def test_short_bf16_fit_writes_the_summary_and_a_weights_only_checkpoint(tmp_pat
     assert {"eval_return_mean", "env_steps", "train_seconds", *SOLVED} <= summary.keys()
     assert (summary["solved_return"], summary["env_steps"]) == (475, 3072)
     assert summary["eval_episodes"] >= 10
-    # Every 1024 steps; the end falls on 3072, so it is not evaluated twice.
-    assert [steps for steps, _ in summary["evaluations"]] == [1024, 2048, 3072]
-    # Flat hyperparameters of built-in types: the checkpoint needs no pickled classes. (What
-    # else it holds is tested by resuming from it: test_ppo_ddp.py.)
+    # Built-in types only: it loads weights_only (its state: test_ppo_ddp.py's resume test).
     last = tmp_path / "checkpoints" / "last.ckpt"
     loaded = PPOModule.load_from_checkpoint(last, weights_only=True).hparams
     assert (loaded.learning_rate, loaded.gamma, loaded.update_epochs) == (0.003, 0.98, 1)
@@ -134,16 +125,14 @@ def test_truncation_bootstraps_from_the_final_observation() -> None:
     torch.testing.assert_close(rollout.next_values[:-1][ongoing], rollout.values[1:][ongoing])
     # ...but after a truncation it is the value of the final observation, not of the reset
     # one stored next, and the advantage does not flow across the boundary.
-    after_cut = cut[:-1]
-    assert not torch.allclose(rollout.next_values[:-1][after_cut], rollout.values[1:][after_cut])
+    assert not torch.allclose(rollout.next_values[:-1][cut[:-1]], rollout.values[1:][cut[:-1]])
     assert torch.all(rollout.next_values[cut] != 0)
 
 
 @pytest.mark.cli
-def test_pendulum_config_runs(tmp_path: Path) -> None:
-    budget = ["--model.total_env_steps=2048", "--model.eval_every_env_steps=0"]
-    summary = _fit(tmp_path, *budget, config="pendulum.yaml")
-    assert summary["env_steps"] == 2048
+def test_pendulum_config_runs_under_fast_dev_run(tmp_path: Path) -> None:
+    summary = _fit(tmp_path, "--trainer.fast_dev_run=true", config="pendulum.yaml")
+    assert summary["env_steps"] == 8 * 256  # one rollout, evaluated at its end
     assert summary["eval_return_mean"] < 0  # Pendulum's rewards are costs
     # No solved threshold: its keys are there, null.
     assert {key: summary[key] for key in SOLVED} == dict.fromkeys(SOLVED)
