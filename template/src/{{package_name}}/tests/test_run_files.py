@@ -46,6 +46,12 @@ SIZE = {"regression": ("hidden_sizes", "[8]", "[16]"), "ppo": ("hidden_sizes", "
 SIZE["sequence"] = ("width", "8", "16")
 """The option that sets each example's network size: its value in TINY, and a bigger one."""
 Runs = dict[str, Path]  # example -> its run root
+MISSING_STEPS = [
+    (example, subcommand, step)
+    for example in EXAMPLES
+    for subcommand, step in (("validate", "validation_step"), ("test", "test_step"))
+    if step not in vars(getattr(importlib.import_module(f"{PACKAGE}.{example}"), MODEL[example]))
+]
 
 
 def _args(example: str, root: Path, *extra: str) -> list[str]:
@@ -161,23 +167,13 @@ def test_run_folder_under_a_regular_file_is_refused(
     assert line == expected + f"{notes} is a file"
 
 
-MODULES = {e: getattr(importlib.import_module(f"{PACKAGE}.{e}"), MODEL[e]) for e in EXAMPLES}
-MISSING_STEPS = [
-    (example, subcommand, step)
-    for example, module in MODULES.items()
-    for subcommand, step in (("validate", "validation_step"), ("test", "test_step"))
-    if step not in vars(module)
-]
-
-
 @pytest.mark.parametrize(("example", "subcommand", "step"), MISSING_STEPS)
 def test_an_evaluation_without_its_step_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str, subcommand: str, step: str
 ) -> None:
     args = [subcommand, f"--trainer.default_root_dir={tmp_path}"]
     line = refusal(capsys, lambda: example_main(example)(args))
-    name = MODULES[example].__name__
-    assert line == f"error: {subcommand} needs {name}.{step}; this example has none"
+    assert line == f"error: {subcommand} needs {MODEL[example]}.{step}; this example has none"
 
 
 class SimulatedCrash(Exception):

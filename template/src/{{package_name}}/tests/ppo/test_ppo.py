@@ -27,6 +27,8 @@ from ...ppo.rollout import Episodes, RolloutCollector
 from ...run.guards import BroadcastGuardCallback
 from ..project import CONFIGS, QUIET, quiet_trainer
 
+SOLVED = ("solved_return", "steps_to_solved", "seconds_to_solved")  # summary.json's keys
+
 
 def _fit(root: Path, *extra: str, config: str = "ppo.yaml") -> dict:
     fit = ["fit", "--config", str(CONFIGS / config), f"--trainer.default_root_dir={root}"]
@@ -51,9 +53,8 @@ def test_async_vectorization_fits(tmp_path: Path) -> None:
 @pytest.mark.cli
 def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> None:
     details = ["--model.value_clip_coef=0.2", "--model.anneal_clip=true", "--model.target_kl=1e-9"]
-    budget = ["--model.total_env_steps=1024", "--model.eval_every_env_steps=0"]
     details += ["--model.entropy_coef=0.01", "--model.solved_return=15"]
-    summary = _fit(tmp_path, *budget, *details)
+    summary = _fit(tmp_path, "--model.total_env_steps=1024", *details)  # evaluated at the end
     # The KL is measured in each minibatch's forward pass, before its step, as in CleanRL:
     # the first epoch sees the unchanged policy (KL 0), the second a moved one. With a
     # target of ~0 each of the 2 rollouts stops after 2 of its 10 epochs.
@@ -62,9 +63,6 @@ def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> N
     # within the first rollouts, 475 never.
     assert summary["solved_return"] == 15
     assert 0 < summary["steps_to_solved"] <= 1024 and summary["seconds_to_solved"] > 0
-
-
-SOLVED = ("solved_return", "steps_to_solved", "seconds_to_solved")
 
 
 @pytest.mark.cli
@@ -116,8 +114,7 @@ def test_rollouts_hold_no_fake_transition_at_autoreset() -> None:
 
 
 def test_truncation_bootstraps_from_the_final_observation() -> None:
-    collector = _collector(num_envs=2, num_steps=12, max_episode_steps=5)
-    rollout = collector.collect()
+    rollout = _collector(num_envs=2, num_steps=12, max_episode_steps=5).collect()
     cut = rollout.truncated & ~rollout.terminated
     assert cut.any()
     ongoing = ~(rollout.terminated | rollout.truncated)[:-1]
@@ -187,8 +184,7 @@ def test_a_plain_trainer_gets_the_statistics_at_the_env_step_count(tmp_path: Pat
     logger = CSVLogger(tmp_path)
     own: dict[str, Any] = dict(max_epochs=1, enable_checkpointing=False, enable_progress_bar=False)
     L.Trainer(logger=logger, log_every_n_steps=1, enable_model_summary=False, **own).fit(module)
-    with open(Path(logger.log_dir) / "metrics.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = list(csv.DictReader((Path(logger.log_dir) / "metrics.csv").read_text().splitlines()))
     assert [int(row["step"]) for row in rows] == [32, 64]  # env steps, not optimizer steps
     assert {*ppo_module.STATISTICS, "learning_rate", "sps"} <= set(rows[0])
 
