@@ -62,6 +62,25 @@ CASES = sorted(
 )
 
 
+def _signature(function: Callable[..., Any]) -> list[inspect.Parameter]:
+    return list(inspect.signature(function).parameters.values())
+
+
+def _is_step_mask(hint: Any) -> bool:
+    named = [name for _, name in axes(hint)] if is_array(hint) else []
+    return named == ["batch", "time"] and "bool" in hint.dtypes
+
+
+MASKED_FUNCTIONS = sorted(
+    (target.name, target.typed)
+    for target in discover(available_modules())
+    if target.owner is None and inspect.isfunction(target.typed)
+    if any(_is_step_mask(parameter.annotation) for parameter in _signature(target.function))
+)
+"""Typed functions (a masked loss or reduction) that take a ``batch time`` mask of real steps:
+where it says padding, nothing may count."""
+
+
 def _mask(rank: int, steps: int) -> torch.Tensor:
     """True at the real steps of each sequence, on the last axis; 1 on the axes between."""
     real = rearrange(torch.arange(steps), "t -> 1 t") < rearrange(LENGTHS, "b -> b 1")
@@ -93,10 +112,10 @@ def _arguments(function: Callable[..., Any], steps: int, member: int) -> dict[st
     return built
 
 
-def _outputs(module: nn.Module, method: str, arguments: dict[str, Any]) -> list[torch.Tensor]:
+def _outputs(call: Callable[..., Any], arguments: dict[str, Any]) -> list[torch.Tensor]:
     torch.manual_seed(0)  # a sampling method draws the same noise for every call
     with torch.no_grad():
-        result = getattr(module, method)(**arguments)
+        result = call(**arguments)
     return list(result) if isinstance(result, tuple) else [result]
 
 
@@ -112,16 +131,16 @@ def _call(built: str, method: str) -> tuple[nn.Module, dict, list]:
     for member in range(3):
         arguments = _arguments(function, SIZES["time"], member)
         try:
-            return module, arguments, _outputs(module, method, arguments)
+            return module, arguments, _outputs(getattr(module, method), arguments)
         except (TypeError, RuntimeError, ValueError) as error:  # another union member
             errors.append(error)
     raise errors[0]
 
 
-def _moved(module: nn.Module, method: str, arguments: dict, changed: dict, part: Callable):
+def _moved(call: Callable[..., Any], arguments: dict, changed: dict, part: Callable):
     """Each output whose ``part`` the change from ``arguments`` moved by more than
     ``TOLERANCE`` (or to NaN): its index, and by how much."""
-    pairs = zip(_outputs(module, method, arguments), _outputs(module, method, changed), strict=True)
+    pairs = zip(_outputs(call, arguments), _outputs(call, changed), strict=True)
     moved = [float((part(old) - part(new)).abs().max()) for old, new in pairs]
     return [(index, by) for index, by in enumerate(moved) if not by <= TOLERANCE]
 
@@ -134,7 +153,7 @@ def batch_independence(module: nn.Module, method: str, arguments: dict[str, Any]
             value[-1] += 1.0
     return [
         f"output {index}: the last sample moved another's by {by:.2e}"
-        for index, by in _moved(module, method, arguments, changed, lambda out: out[:-1])
+        for index, by in _moved(getattr(module, method), arguments, changed, lambda out: out[:-1])
     ]
 
 
@@ -153,6 +172,10 @@ def _is_steps(value: torch.Tensor, steps: int) -> bool:
 def pad_invariance(built: str, method: str) -> list[str]:
     """Real outputs, after the features at padded steps changed or two padded steps appended."""
     module, arguments, _ = _call(built, method)
+    return _pad_invariance(getattr(module, method), getattr(type(module), method), arguments)
+
+
+def _pad_invariance(call: Callable[..., Any], typed: Any, arguments: dict[str, Any]) -> list[str]:
     masks = [value for value in arguments.values() if value.dtype == torch.bool]
     if not masks:
         return []
@@ -163,14 +186,14 @@ def pad_invariance(built: str, method: str) -> list[str]:
         name: torch.where(padded, value + 10.0, value) if _is_steps(value, steps) else value
         for name, value in arguments.items()
     }
-    longer = _arguments(getattr(type(module), method).__wrapped__, steps + 2, 0)
+    longer = _arguments(typed.__wrapped__, steps + 2, 0)
     for name, value in arguments.items():  # the same steps, then two more of padding
-        if _is_steps(value, steps):
+        if value.dtype != torch.bool and value.ndim >= 2 and value.shape[1] == steps:
             longer[name][:, :steps] = value
     return [
         f"{label} moved real output {index} by {by:.2e}"
         for label, changed in (("padded features", noisy), ("appended padding", longer))
-        for index, by in _moved(module, method, arguments, changed, partial(_at_real, real=real))
+        for index, by in _moved(call, arguments, changed, partial(_at_real, real=real))
     ]
 
 
@@ -183,7 +206,7 @@ def causality(module: nn.Module, method: str, arguments: dict[str, Any]) -> list
             value[:, t] += 1.0
     return [
         f"output {index}: step {t} reached step {t - 1} or before"
-        for index, _ in _moved(module, method, arguments, changed, lambda out: out[:, :t])
+        for index, _ in _moved(getattr(module, method), arguments, changed, lambda out: out[:, :t])
     ]
 
 
@@ -196,6 +219,16 @@ def test_no_sample_reads_another(built: str, method: str) -> None:
 @pytest.mark.parametrize(("built", "method"), CASES)
 def test_padding_changes_no_real_output(built: str, method: str) -> None:
     assert not pad_invariance(built, method)
+
+
+def masked_function_pad_invariance(typed: Callable[..., Any]) -> list[str]:
+    """A typed function's outputs, after its data at padded steps changed or padding grew."""
+    return _pad_invariance(typed, typed, _arguments(typed.__wrapped__, SIZES["time"], 0))
+
+
+@pytest.mark.parametrize(("name", "typed"), MASKED_FUNCTIONS, ids=[n for n, _ in MASKED_FUNCTIONS])
+def test_a_masked_function_counts_no_padding(name: str, typed: Callable[..., Any]) -> None:
+    assert not masked_function_pad_invariance(typed)
 
 
 @pytest.mark.parametrize(("built", "method"), [case for case in CASES if "causal" in case[0]])

@@ -205,6 +205,15 @@ def test_bug_12_a_loss_over_padded_targets_moves_with_the_padding() -> None:
     nothing = torch.zeros(B, T, dtype=torch.bool)  # no real target: zero, not NaN
     assert float(masks.masked_cross_entropy(logits, target, nothing)) == 0.0
 
+    def over_every_step(logits: Tensor, target: Tensor, real: Tensor) -> Tensor:
+        steps = rearrange(logits, "b t c -> (b t) c")
+        return F.cross_entropy(steps, rearrange(target, "b t -> (b t)"))
+
+    # Typed like the right one, which it passes; the pad-invariance check of every typed
+    # function that takes a mask of real steps (test_behaviour.py) reports it.
+    over_every_step.__annotations__ = masks.masked_cross_entropy.__wrapped__.__annotations__  # pyright: ignore
+    assert behaviour.masked_function_pad_invariance(typechecked(over_every_step))
+
 
 def test_bug_13_two_axes_of_one_size_hide_a_wrong_axis() -> None:
     def wrong_axis(values: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
