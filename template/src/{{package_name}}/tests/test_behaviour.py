@@ -62,10 +62,6 @@ CASES = sorted(
 )
 
 
-def _signature(function: Callable[..., Any]) -> list[inspect.Parameter]:
-    return list(inspect.signature(function).parameters.values())
-
-
 def _is_step_mask(hint: Any) -> bool:
     named = [name for _, name in axes(hint)] if is_array(hint) else []
     return named == ["batch", "time"] and "bool" in hint.dtypes
@@ -75,7 +71,8 @@ MASKED_FUNCTIONS = sorted(
     (target.name, target.typed)
     for target in discover(available_modules())
     if target.owner is None and inspect.isfunction(target.typed)
-    if any(_is_step_mask(parameter.annotation) for parameter in _signature(target.function))
+    for parameters in [inspect.signature(target.function).parameters.values()]
+    if any(_is_step_mask(parameter.annotation) for parameter in parameters)
 )
 """Typed functions (a masked loss or reduction) that take a ``batch time`` mask of real steps:
 where it says padding, nothing may count."""
