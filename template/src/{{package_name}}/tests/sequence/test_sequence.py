@@ -183,15 +183,17 @@ def test_without_order_a_table_keeps_its_row_order(tmp_path: Path) -> None:
         assert steps[:, 0].tolist() == sorted(steps[:, 0].tolist(), reverse=True)
 
 
-def test_compiled_model_rejects_a_padding_mask_on_the_wrong_axis() -> None:
-    """Compiled, the shapes are still checked at the boundary (a compiled fit:
-    ``test_run_files.py``; bf16: the long-table fit above)."""
+def test_compiled_model_matches_eager_and_rejects_a_padding_mask_on_the_wrong_axis() -> None:
+    """Compiled, the model computes what it does eagerly and its shapes are still checked
+    (a compiled fit: ``test_run_files.py``; bf16: the long-table fit above)."""
     torch._dynamo.reset()
+    eager = SequenceClassifier(3, width=8, heads=2, layers=1).eval()
     model = SequenceClassifier(
         3, width=8, heads=2, layers=1, compile=True, compile_backend="aot_eager"
-    )
-    features, real = torch.randn(4, 5, 3), torch.ones(4, 5, dtype=torch.bool)
-    assert model(features, real).shape == (4, 2)
+    ).eval()
+    model.load_state_dict(eager.state_dict())
+    features, real = torch.randn(4, 5, 3), masks.real_steps(torch.tensor([5, 2, 3, 1]), 5)
+    torch.testing.assert_close(model(features, real), eager(features, real))
     with pytest.raises(TypeCheckError):
         model(features, rearrange(real, "b t -> t b"))
 
