@@ -169,10 +169,15 @@ def _is_steps(value: torch.Tensor, steps: int) -> bool:
 def pad_invariance(built: str, method: str) -> list[str]:
     """Real outputs, after the features at padded steps changed or two padded steps appended."""
     module, arguments, _ = _call(built, method)
-    return _pad_invariance(getattr(module, method), getattr(type(module), method), arguments)
+    function = getattr(type(module), method).__wrapped__
+    return _pad_invariance(getattr(module, method), function, arguments)
 
 
-def _pad_invariance(call: Callable[..., Any], typed: Any, arguments: dict[str, Any]) -> list[str]:
+def _pad_invariance(
+    call: Callable[..., Any], function: Any, arguments: dict[str, Any]
+) -> list[str]:
+    """``pad_invariance`` for any ``call``; ``function``, its unwrapped definition, has the
+    annotations that the longer, padded arguments are built from."""
     masks = [value for value in arguments.values() if value.dtype == torch.bool]
     if not masks:
         return []
@@ -183,7 +188,7 @@ def _pad_invariance(call: Callable[..., Any], typed: Any, arguments: dict[str, A
         name: torch.where(padded, value + 10.0, value) if _is_steps(value, steps) else value
         for name, value in arguments.items()
     }
-    longer = _arguments(typed.__wrapped__, steps + 2, 0)
+    longer = _arguments(function, steps + 2, 0)
     for name, value in arguments.items():  # the same steps, then two more of padding
         if value.dtype != torch.bool and value.ndim >= 2 and value.shape[1] == steps:
             longer[name][:, :steps] = value
@@ -220,7 +225,8 @@ def test_padding_changes_no_real_output(built: str, method: str) -> None:
 
 def masked_function_pad_invariance(typed: Callable[..., Any]) -> list[str]:
     """A typed function's outputs, after its data at padded steps changed or padding grew."""
-    return _pad_invariance(typed, typed, _arguments(typed.__wrapped__, SIZES["time"], 0))
+    function = typed.__wrapped__
+    return _pad_invariance(typed, function, _arguments(function, SIZES["time"], 0))
 
 
 @pytest.mark.parametrize(("name", "typed"), MASKED_FUNCTIONS, ids=[n for n, _ in MASKED_FUNCTIONS])
