@@ -95,12 +95,10 @@ def load(path: str | Path) -> SearchSpace:
     if unknown:
         raise refuse(f"unknown key {unknown[0]!r}; the keys are objective, parameters, pruner")
     objective = document.get("objective")
-    if (
-        not isinstance(objective, dict)
-        or not isinstance(objective.get("key"), str)
-        or set(objective) - {"key", "direction"}
-    ):
+    if not isinstance(objective, dict) or not isinstance(objective.get("key"), str):
         raise refuse("objective needs a key: objective: {key: val_r2, direction: maximize}")
+    if set(objective) - {"key", "direction"}:
+        raise refuse(f"objective has unknown keys {sorted(set(objective) - {'key', 'direction'})}")
     direction = objective.get("direction")
     if direction not in ("minimize", "maximize"):
         raise refuse(f"objective.direction is {direction!r}; give minimize or maximize")
@@ -114,7 +112,7 @@ def load(path: str | Path) -> SearchSpace:
     distributions, encoded = {}, set()
     for key, spec in parameters.items():
         kind = spec.get("type") if isinstance(spec, dict) else spec
-        if kind not in KINDS:
+        if not isinstance(spec, dict) or not isinstance(kind, str) or kind not in KINDS:
             raise refuse(f"{key}: unknown type {kind!r}; give float, int or categorical")
         # An option given as null is left to its default.
         options = {n: v for n, v in spec.items() if n != "type" and v is not None}

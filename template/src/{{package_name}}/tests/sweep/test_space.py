@@ -65,7 +65,13 @@ def test_good_space_samples_every_type_as_the_run_receives_it(tmp_path: Path) ->
         ({**GOOD, "objective": {"key": "val_r2", "direction": "up"}}, "direction is 'up'"),
         ({"objective": GOOD["objective"]}, "parameters must map"),
         ({**GOOD, "sampler": "tpe"}, "unknown key 'sampler'"),
+        (
+            {**GOOD, "objective": {"key": "val_r2", "directon": "max"}},
+            r"unknown keys \['directon'\]",
+        ),
         (_with({"type": "uniform", "low": 0, "high": 1}), "unknown type 'uniform'"),
+        ({**GOOD, "parameters": {"model.x": "float"}}, "model.x: unknown type 'float'"),
+        ({**GOOD, "parameters": {"model.x": [1, 2]}}, r"model.x: unknown type \[1, 2\]"),
         (_with({"type": "float", "low": 1.0}), "missing 1 required positional argument: 'high'"),
         (_with({"type": "float", "low": None, "high": 1.0}), "argument: 'low'"),  # null: absent
         # Optuna's own messages, which differ between 4.3 and 5 but name the values.
