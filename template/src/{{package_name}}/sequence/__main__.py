@@ -23,6 +23,9 @@ from .module import SequenceClassifier
 class PredictionWriter(BasePredictionWriter):
     """Write ``predictions.csv``, one row per sequence of the predict table, and print its path."""
 
+    def __init__(self) -> None:
+        super().__init__(write_interval="epoch")
+
     def write_on_epoch_end(
         self,
         trainer: L.Trainer,
@@ -64,7 +67,7 @@ def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> S
         SequenceClassifier,
         SequenceData,
         ("val_accuracy", "val_loss"),
-        [PredictionWriter(write_interval="epoch"), *callbacks],
+        [PredictionWriter(), *callbacks],
         args,
         __package__,
     )

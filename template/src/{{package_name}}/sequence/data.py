@@ -42,9 +42,11 @@ def _plain(value: Any) -> Any:
 def _first_text(column: pd.Series, name: object) -> str:
     """A left-out text column, named with its first cell that is not a number, so that a
     typo in a numeric column shows."""
+    if pd.api.types.is_numeric_dtype(column):
+        return ""
     numbers = pd.Series(pd.to_numeric(column, errors="coerce"))
     cells = pd.Series(column.loc[numbers.isna() & column.notna()])
-    if pd.api.types.is_numeric_dtype(column) or cells.empty:
+    if cells.empty:
         return ""
     return f"{name} (text: {cells.iloc[0]!r} in data row {int(cells.index[0]) + 1})"
 
@@ -183,7 +185,7 @@ class SequenceData(L.LightningDataModule):
             return  # predict reads its table once the checkpoint has said which features
         path = SHIPPED if csv_path is None else Path(csv_path)
         if csv_path is None and order is None:
-            order = "step"
+            order = "step"  # the shipped table's; left unnamed, it would be read as a feature
         names, steps, labels, self.feature_columns = read_sequences(
             path, sequence, order, target, missing
         )

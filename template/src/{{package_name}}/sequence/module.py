@@ -143,8 +143,10 @@ class SequenceClassifier(L.LightningModule):
         if width % heads:
             raise UserError(f"--model.width {width} does not split into {heads} heads")
         mean = torch.tensor(feature_mean or [0.0] * num_features)
-        self.register_buffer("feature_mean", mean, persistent=False)  # hyperparameters hold them
         std = torch.tensor(feature_std or [1.0] * num_features)
+        if mean.shape != (num_features,) or std.shape != (num_features,):  # would broadcast
+            raise ValueError(f"feature_mean and feature_std need {num_features} values each")
+        self.register_buffer("feature_mean", mean, persistent=False)  # hyperparameters hold them
         self.register_buffer("feature_std", std, persistent=False)
         self.encoder = SequenceEncoder(
             num_features, len(self.classes), width, heads, layers, dropout

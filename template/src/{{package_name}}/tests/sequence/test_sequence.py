@@ -183,6 +183,11 @@ def test_without_order_a_table_keeps_its_row_order(tmp_path: Path) -> None:
         assert steps[:, 0].tolist() == sorted(steps[:, 0].tolist(), reverse=True)
 
 
+def test_feature_statistics_of_another_width_are_refused() -> None:
+    with pytest.raises(ValueError, match="need 3 values each"):  # one value would broadcast
+        SequenceClassifier(3, feature_mean=[0.0], feature_std=[1.0])
+
+
 def test_compiled_model_matches_eager_and_rejects_a_padding_mask_on_the_wrong_axis() -> None:
     """Compiled, the model computes what it does eagerly and its shapes are still checked
     (a compiled fit: ``test_run_files.py``; bf16: the long-table fit above)."""
