@@ -84,11 +84,13 @@ class ExampleCLI(LightningCLI):
             super().instantiate_classes()
         except Exception as error:
             cause: BaseException | None = error
-            while cause is not None and not isinstance(cause, UserError):
+            seen = set()  # a chain that loops back on itself ends the search
+            while cause is not None and not isinstance(cause, UserError) and id(cause) not in seen:
+                seen.add(id(cause))
                 cause = cause.__cause__ or cause.__context__
-            if cause is None:
-                raise
-            raise cause from None
+            if isinstance(cause, UserError):
+                raise cause from None
+            raise
 
     def _check_run_files(self) -> None:
         """Refuse folders that cannot be written, and ``--ckpt_path last`` with no last.ckpt
