@@ -104,14 +104,14 @@ def main(argv: list[str] | None = None) -> int:
                 undo.callback(signal.signal, signal.SIGALRM, signal.signal(signal.SIGALRM, _stop))
                 undo.callback(signal.setitimer, signal.ITIMER_REAL, 0)
                 signal.setitimer(signal.ITIMER_REAL, options.max_seconds)
-            undo.enter_context(BroadcastGuard(on_stretch=on_stretch))
-            try:
-                if not options.module:
-                    runpy.run_path(script, run_name="__main__")
-                elif _module_exists(target):  # imports its parent packages, as python -m does
-                    runpy.run_module(target, run_name="__main__", alter_sys=True)
-                else:
-                    status = None  # a usage error, said once the guard is off
+            try:  # the program's end is handled with the guard off
+                with BroadcastGuard(on_stretch=on_stretch):
+                    if not options.module:
+                        runpy.run_path(script, run_name="__main__")
+                    elif _module_exists(target):  # imports its parents, as python -m does
+                        runpy.run_module(target, run_name="__main__", alter_sys=True)
+                    else:
+                        status = None  # a usage error, said once the guard is off
             except SystemExit as exit:  # what Python's own exit makes of sys.exit(code)
                 code = 0 if exit.code is None else exit.code
                 if not isinstance(code, int):

@@ -4,6 +4,7 @@ is the innermost frame outside torch, the checkers and this audit; when that is 
 installed library, the first frame in the user's own files is the call to change.
 """
 
+import importlib.util
 import inspect
 import json
 import linecache
@@ -14,10 +15,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
-
-import beartype
-import jaxtyping
-import torch
 
 from ..core import broadcast
 from ..core.broadcast import Stretch
@@ -95,8 +92,13 @@ class Findings(dict[tuple[Any, ...], Finding]):
         )
 
 
+def _folder(name: str) -> str:
+    spec = importlib.util.find_spec(name)  # found, not imported: the checkers load on demand
+    return os.path.join(os.path.dirname(str(spec and spec.origin)), "")
+
+
 _MACHINERY = (
-    *(os.path.join(os.path.dirname(str(m.__file__)), "") for m in (torch, jaxtyping, beartype)),
+    *map(_folder, ("torch", "jaxtyping", "beartype")),
     os.path.join(os.path.dirname(__file__), ""),
     os.path.abspath(str(broadcast.__file__)),
 )
