@@ -77,7 +77,8 @@ def requeue() -> None:
     array = os.environ.get("SLURM_ARRAY_JOB_ID")
     job = f"{array}_{os.environ['SLURM_ARRAY_TASK_ID']}" if array else os.environ["SLURM_JOB_ID"]
     try:
-        status: int | str = subprocess.run(["scontrol", "requeue", job], check=False).returncode
+        code = subprocess.run(["scontrol", "requeue", job], check=False).returncode
+        status = f"scontrol requeue exited with status {code}" if code else ""
     except FileNotFoundError:
         status = "scontrol was not found"
     if status:
