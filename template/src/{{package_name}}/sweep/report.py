@@ -32,7 +32,8 @@ def finish(
         log_dir = Path(best.user_attrs["log_dir"])
         config = yaml.safe_load((log_dir / "config.yaml").read_text())
         # Never where the trial wrote: a rerun writes where its own config says.
-        base["trainer"]["default_root_dir"] = config["trainer"]["default_root_dir"]
+        root = {"default_root_dir": config["trainer"]["default_root_dir"]}
+        base = {**base, "trainer": {**base["trainer"], **root}}  # the caller's stays as it was
         text = (
             f"# Trial {best.number} of study {study.study_name}: {space.key} {best.value:.6g}\n"
             f"# fit --config <the example's config> --config best.yaml runs it again.\n"
