@@ -31,9 +31,9 @@ def real_steps(lengths: Int[Tensor, " batch"], steps: int) -> Bool[Tensor, "batc
 
 
 @typechecked
-def key_padding(real: Bool[Tensor, "batch key"]) -> Bool[Tensor, "batch 1 1 key"]:
+def key_padding(keep: Bool[Tensor, "batch key"]) -> Bool[Tensor, "batch 1 1 key"]:
     """The attention mask of padded keys: every head and query may attend the real keys."""
-    return rearrange(real, "batch key -> batch 1 1 key")
+    return rearrange(keep, "batch key -> batch 1 1 key")
 
 
 @typechecked
@@ -80,34 +80,34 @@ def from_multihead(
 
 @typechecked
 def masked_time_mean(
-    values: Float[Tensor, "batch time feature"], real: Bool[Tensor, "batch time"]
+    values: Float[Tensor, "batch time feature"], keep: Bool[Tensor, "batch time"]
 ) -> Float[Tensor, "batch feature"]:
     """Each sequence's mean over its real steps; zeros for a sequence without one."""
-    kept = torch.where(rearrange(real, "batch time -> batch time 1"), values, 0.0)
-    counts = rearrange(real.sum(dim=1).clamp(min=1), "batch -> batch 1")
+    kept = torch.where(rearrange(keep, "batch time -> batch time 1"), values, 0.0)
+    counts = rearrange(keep.sum(dim=1).clamp(min=1), "batch -> batch 1")
     return kept.sum(dim=1) / counts
 
 
 @typechecked
 def masked_time_max(
-    values: Float[Tensor, "batch time feature"], real: Bool[Tensor, "batch time"]
+    values: Float[Tensor, "batch time feature"], keep: Bool[Tensor, "batch time"]
 ) -> Float[Tensor, "batch feature"]:
     """Each sequence's maximum over its real steps; zeros for a sequence without one."""
-    kept = torch.where(rearrange(real, "batch time -> batch time 1"), values, -torch.inf)
+    kept = torch.where(rearrange(keep, "batch time -> batch time 1"), values, -torch.inf)
     pooled = kept.amax(dim=1)
-    return torch.where(rearrange(real.any(dim=1), "batch -> batch 1"), pooled, 0.0)
+    return torch.where(rearrange(keep.any(dim=1), "batch -> batch 1"), pooled, 0.0)
 
 
 @typechecked
 def masked_cross_entropy(
     logits: Float[Tensor, "batch time class"],
     target: Int[Tensor, "batch time"],
-    real: Bool[Tensor, "batch time"],
+    keep: Bool[Tensor, "batch time"],
 ) -> Scalar:
     """Cross-entropy averaged over the real steps only; zero when there is none. A padded
     target may hold any value: it is never read."""
     flat = rearrange(logits, "batch time c -> (batch time) c")
-    labels = rearrange(torch.where(real, target, 0), "batch time -> (batch time)")
+    labels = rearrange(torch.where(keep, target, 0), "batch time -> (batch time)")
     losses = F.cross_entropy(flat, labels, reduction="none")
-    kept = torch.where(rearrange(real, "batch time -> (batch time)"), losses, 0.0)
-    return kept.sum() / real.sum().clamp(min=1)
+    kept = torch.where(rearrange(keep, "batch time -> (batch time)"), losses, 0.0)
+    return kept.sum() / keep.sum().clamp(min=1)

@@ -4,7 +4,7 @@ nine speakers saying /ae/, 640 utterances of 7 to 29 steps of 12 LPC cepstrum
 coefficients; the task is to name the speaker.
 
 Sequences are split at random, whole. A batch holds each sequence from its first step,
-zeros after its end, and ``real`` saying which steps are real: every consumer takes that
+zeros after its end, and ``keep`` saying which steps are real: every consumer takes that
 mask (``core/masks.py``), so padding can change nothing.
 
 The data: "Japanese Vowels" by M. Kudo, J. Toyama and M. Shimbo (Pattern Recognition
@@ -139,8 +139,8 @@ def pad(
 
 
 def collate(items: list[tuple[Tensor, int]]) -> Batch:
-    features, real = pad([steps for steps, _ in items])
-    return features, real, torch.tensor([label for _, label in items])
+    features, keep = pad([steps for steps, _ in items])
+    return features, keep, torch.tensor([label for _, label in items])
 
 
 class SequenceData(L.LightningDataModule):

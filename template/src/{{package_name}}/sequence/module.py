@@ -87,14 +87,14 @@ class SequenceEncoder(nn.Module):
 
     @typechecked
     def forward(
-        self, features: Float[Tensor, "batch time feature"], real: Bool[Tensor, "batch time"]
+        self, features: Float[Tensor, "batch time feature"], keep: Bool[Tensor, "batch time"]
     ) -> Float[Tensor, "batch class"]:
         x = self.embed(features)
         x = x + rearrange(sinusoids(x.shape[1], x.shape[2]).to(x), "t f -> 1 t f")
-        keep = masks.key_padding(real)
+        attend = masks.key_padding(keep)
         for block in self.blocks:
-            x = block(x, keep)
-        return self.head(masks.masked_time_mean(self.norm(x), real))
+            x = block(x, attend)
+        return self.head(masks.masked_time_mean(self.norm(x), keep))
 
 
 class SequenceClassifier(L.LightningModule):
@@ -157,22 +157,22 @@ class SequenceClassifier(L.LightningModule):
 
     @typechecked
     def forward(
-        self, features: Float[Tensor, "batch time feature"], real: Bool[Tensor, "batch time"]
+        self, features: Float[Tensor, "batch time feature"], keep: Bool[Tensor, "batch time"]
     ) -> Float[Tensor, "batch class"]:
         """Class logits of raw padded features."""
         standard = (features - self.feature_mean) / self.feature_std
-        standard = torch.where(rearrange(real, "b t -> b t 1"), standard, 0.0)
-        return (self._compiled or self.encoder)(standard, real)
+        standard = torch.where(rearrange(keep, "b t -> b t 1"), standard, 0.0)
+        return (self._compiled or self.encoder)(standard, keep)
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
-        features, real, labels = batch
-        loss = cross_entropy_loss(self(features, real), labels)
+        features, keep, labels = batch
+        loss = cross_entropy_loss(self(features, keep), labels)
         self.log("train_loss", loss, batch_size=len(labels))
         return loss
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        features, real, labels = batch
-        logits = self(features, real)
+        features, keep, labels = batch
+        logits = self(features, keep)
         losses = nn.functional.cross_entropy(logits, labels, reduction="none")
         correct = (logits.argmax(dim=-1) == labels).to(losses.dtype)
         self.validation.append(torch.stack([losses, correct], dim=-1))
@@ -195,8 +195,8 @@ class SequenceClassifier(L.LightningModule):
         self, batch: Batch, batch_idx: int
     ) -> tuple[Int[Tensor, " batch"], Int[Tensor, " batch"], Float[Tensor, " batch"]]:
         """Each sequence's row in the table, predicted class index, and its probability."""
-        features, real, rows = batch
-        probabilities = self(features, real).float().softmax(dim=-1)  # bf16 has no NumPy type
+        features, keep, rows = batch
+        probabilities = self(features, keep).float().softmax(dim=-1)  # bf16 has no NumPy type
         confidence, predicted = probabilities.max(dim=-1)
         return rows, predicted, confidence
 

@@ -27,39 +27,39 @@ LENGTHS = torch.tensor([5, 2, 3])
 
 
 def test_builders_name_their_broadcast_axes_with_a_literal_one() -> None:
-    real = masks.real_steps(LENGTHS, T)  # each sequence's prefix
-    assert real.sum(dim=1).tolist() == LENGTHS.tolist()
-    assert real[1].tolist() == [True, True, False, False, False]
+    keep = masks.real_steps(LENGTHS, T)  # each sequence's prefix
+    assert keep.sum(dim=1).tolist() == LENGTHS.tolist()
+    assert keep[1].tolist() == [True, True, False, False, False]
     assert masks.real_steps(torch.tensor([0]), 2).tolist() == [[False, False]]
     with pytest.raises(ValueError, match="lengths must lie in"):
         masks.real_steps(torch.tensor([6]), T)
-    assert masks.key_padding(real).shape == (B, 1, 1, T)
+    assert masks.key_padding(keep).shape == (B, 1, 1, T)
     assert masks.causal(T).shape == (1, 1, T, T)
-    assert masks.both(masks.key_padding(real), masks.causal(T)).shape == (B, 1, T, T)
+    assert masks.both(masks.key_padding(keep), masks.causal(T)).shape == (B, 1, T, T)
     assert torch.equal(masks.causal(3)[0, 0], torch.ones(3, 3, dtype=torch.bool).tril())
     with pytest.raises(TypeCheckError):  # a (batch, 1, key, 1) mask is not a builder's output
-        masks.both(rearrange(real, "b k -> b 1 k 1"), masks.causal(T))
+        masks.both(rearrange(keep, "b k -> b 1 k 1"), masks.causal(T))
 
 
 def test_a_mask_on_the_query_axis_or_a_float_mask_is_refused() -> None:
     attention = SelfAttention(WIDTH, HEADS)
     x = torch.randn(B, T, WIDTH)
-    real = masks.real_steps(LENGTHS, T)
-    attention(x, masks.key_padding(real))
+    keep = masks.real_steps(LENGTHS, T)
+    attention(x, masks.key_padding(keep))
     with pytest.raises(TypeCheckError):  # bug: padding broadcast as (B, 1, T, 1)
-        attention(x, rearrange(real, "b t -> b 1 t 1"))
+        attention(x, rearrange(keep, "b t -> b 1 t 1"))
     with pytest.raises(TypeCheckError):  # bug: a float 0/1 mask, which SDPA would add
-        attention(x, masks.key_padding(real).float())  # pyright: ignore[reportArgumentType]
+        attention(x, masks.key_padding(keep).float())  # pyright: ignore[reportArgumentType]
 
 
 def test_multihead_masks_round_trip_with_the_polarity_flipped() -> None:
-    real = masks.real_steps(LENGTHS, T)
-    padding = masks.to_key_padding_mask(masks.key_padding(real))
-    assert torch.equal(padding, ~real)
+    keep = masks.real_steps(LENGTHS, T)
+    padding = masks.to_key_padding_mask(masks.key_padding(keep))
+    assert torch.equal(padding, ~keep)
     future = masks.to_attn_mask(masks.causal(T))
     assert bool(future[0, 1]) and not bool(future[1, 0])
-    keep = masks.from_multihead(padding, future)
-    assert torch.equal(keep, masks.both(masks.key_padding(real), masks.causal(T)))
+    back = masks.from_multihead(padding, future)
+    assert torch.equal(back, masks.both(masks.key_padding(keep), masks.causal(T)))
     with pytest.raises(ValueError, match="needs"):
         masks.from_multihead()
 
@@ -70,15 +70,15 @@ def _parity_difference(causal: bool = False) -> float:
     torch.manual_seed(0)
     ours = SelfAttention(WIDTH, HEADS, causal=causal).eval()
     theirs = nn.MultiheadAttention(WIDTH, HEADS, batch_first=True).eval()
-    x, real = torch.randn(B, T, WIDTH), masks.real_steps(LENGTHS, T)
+    x, keep = torch.randn(B, T, WIDTH), masks.real_steps(LENGTHS, T)
     future = masks.to_attn_mask(masks.causal(T)) if causal else None
     with torch.no_grad():
         ours.qkv.weight.copy_(theirs.in_proj_weight)
         ours.qkv.bias.copy_(theirs.in_proj_bias)
         ours.out.weight.copy_(theirs.out_proj.weight)
         ours.out.bias.copy_(theirs.out_proj.bias)
-        expected, _ = theirs(x, x, x, key_padding_mask=~real, attn_mask=future, need_weights=False)
-        return float((ours(x, masks.key_padding(real)) - expected)[real].abs().max())
+        expected, _ = theirs(x, x, x, key_padding_mask=~keep, attn_mask=future, need_weights=False)
+        return float((ours(x, masks.key_padding(keep)) - expected)[keep].abs().max())
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -98,15 +98,15 @@ def test_a_query_with_no_key_to_attend_gets_zeros() -> None:
 
 def test_masked_reductions_read_only_real_steps_and_give_zeros_without_any() -> None:
     values = torch.randn(B, T, 4, dtype=torch.float64)
-    real = masks.real_steps(torch.tensor([5, 0, 3]), T)
-    mean, peak = masks.masked_time_mean(values, real), masks.masked_time_max(values, real)
+    keep = masks.real_steps(torch.tensor([5, 0, 3]), T)
+    mean, peak = masks.masked_time_mean(values, keep), masks.masked_time_max(values, keep)
     assert torch.allclose(mean[2], values[2, :3].mean(dim=0))
     assert torch.equal(peak[2], values[2, :3].amax(dim=0))
     assert torch.equal(mean[1], torch.zeros(4, dtype=torch.float64))
     assert torch.equal(peak[1], torch.zeros(4, dtype=torch.float64))
-    padded = torch.where(rearrange(real, "b t -> b t 1"), values, 1e6)
-    assert torch.equal(masks.masked_time_mean(padded, real), mean)
-    assert torch.equal(masks.masked_time_max(padded, real), peak)
+    padded = torch.where(rearrange(keep, "b t -> b t 1"), values, 1e6)
+    assert torch.equal(masks.masked_time_mean(padded, keep), mean)
+    assert torch.equal(masks.masked_time_max(padded, keep), peak)
 
 
 # The catalogue's attention rows (docs/shape_bugs.md): each bug planted, and the defence that
@@ -192,20 +192,20 @@ def test_bug_9_a_time_first_table_is_refused_by_the_annotation_and_missed_by_the
 
 
 def test_bug_12_a_loss_over_padded_targets_moves_with_the_padding() -> None:
-    logits, real = torch.randn(B, T, 4), masks.real_steps(LENGTHS, T)
+    logits, keep = torch.randn(B, T, 4), masks.real_steps(LENGTHS, T)
     target = torch.randint(0, 4, (B, T))
-    junk = torch.where(real, target, (target + 1) % 4)
+    junk = torch.where(keep, target, (target + 1) % 4)
     flat = [rearrange(y, "b t -> (b t)") for y in (target, junk)]
     plain = [F.cross_entropy(rearrange(logits, "b t c -> (b t) c"), y) for y in flat]
     assert not torch.equal(*plain)  # the bug: padded targets count
-    out_of_range = torch.where(real, target, 99)  # never read, so never an index error
-    masked = [masks.masked_cross_entropy(logits, y, real) for y in (target, junk, out_of_range)]
+    out_of_range = torch.where(keep, target, 99)  # never read, so never an index error
+    masked = [masks.masked_cross_entropy(logits, y, keep) for y in (target, junk, out_of_range)]
     assert torch.equal(masked[0], masked[1]) and torch.equal(masked[0], masked[2])
-    assert torch.allclose(masked[0], F.cross_entropy(logits[real], target[real]))
+    assert torch.allclose(masked[0], F.cross_entropy(logits[keep], target[keep]))
     nothing = torch.zeros(B, T, dtype=torch.bool)  # no real target: zero, not NaN
     assert float(masks.masked_cross_entropy(logits, target, nothing)) == 0.0
 
-    def over_every_step(logits: Tensor, target: Tensor, real: Tensor) -> Tensor:
+    def over_every_step(logits: Tensor, target: Tensor, keep: Tensor) -> Tensor:
         steps = rearrange(logits, "b t c -> (b t) c")
         return F.cross_entropy(steps, rearrange(target, "b t -> (b t)"))
 
@@ -216,8 +216,8 @@ def test_bug_12_a_loss_over_padded_targets_moves_with_the_padding() -> None:
 
 
 def test_bug_13_two_axes_of_one_size_hide_a_wrong_axis() -> None:
-    def wrong_axis(values: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
-        return masks.masked_time_mean(rearrange(values, "b t f -> b f t"), real)
+    def wrong_axis(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        return masks.masked_time_mean(rearrange(values, "b t f -> b f t"), keep)
 
     same = torch.randn(B, T, T)  # feature == time: the wrong axis goes through
     assert wrong_axis(same, masks.real_steps(LENGTHS, T)).shape == (B, T)
@@ -242,8 +242,8 @@ def test_a_fully_masked_row_under_a_hand_written_softmax_is_named_by_the_locator
             self.embed, self.attention = nn.Linear(3, 4), HandAttention()
 
         def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int):  # noqa: ANN201
-            x, real = batch
-            return self.attention(self.embed(x), rearrange(real, "b k -> b 1 k")).mean()
+            x, keep = batch
+            return self.attention(self.embed(x), rearrange(keep, "b k -> b 1 k")).mean()
 
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.SGD(self.parameters(), lr=0.1)

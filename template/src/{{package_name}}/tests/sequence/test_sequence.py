@@ -60,10 +60,10 @@ def _pooled_baseline(data: SequenceData) -> float:
     standard deviation over its real steps, fitted on the training split."""
 
     def pooled(items: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        features, real = pad([steps.double() for steps, _ in items])
-        mean = masks.masked_time_mean(features, real)
+        features, keep = pad([steps.double() for steps, _ in items])
+        mean = masks.masked_time_mean(features, keep)
         deviation = features - rearrange(mean, "batch feature -> batch 1 feature")
-        spread = masks.masked_time_mean(deviation**2, real).sqrt()
+        spread = masks.masked_time_mean(deviation**2, keep).sqrt()
         return torch.cat([mean, spread], dim=1), torch.tensor([label for _, label in items])
 
     x, y = pooled(data.train_set)
@@ -197,10 +197,10 @@ def test_compiled_model_matches_eager_and_rejects_a_padding_mask_on_the_wrong_ax
         3, width=8, heads=2, layers=1, compile=True, compile_backend="aot_eager"
     ).eval()
     model.load_state_dict(eager.state_dict())
-    features, real = torch.randn(4, 5, 3), masks.real_steps(torch.tensor([5, 2, 3, 1]), 5)
-    torch.testing.assert_close(model(features, real), eager(features, real))
+    features, keep = torch.randn(4, 5, 3), masks.real_steps(torch.tensor([5, 2, 3, 1]), 5)
+    torch.testing.assert_close(model(features, keep), eager(features, keep))
     with pytest.raises(TypeCheckError):
-        model(features, rearrange(real, "b t -> t b"))
+        model(features, rearrange(keep, "b t -> t b"))
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -249,17 +249,17 @@ def _softmax_over_queries(query, key, value, keep=None, dropout=0.0):
 PLANTED = {
     "1_padding_on_the_query_axis": (
         (sequence_module.masks, "key_padding"),
-        lambda real: rearrange(real, "b t -> b 1 t 1"),
+        lambda keep: rearrange(keep, "b t -> b 1 t 1"),
     ),
     "2_true_means_ignore": (
         (sequence_module.masks, "key_padding"),
-        lambda real: rearrange(~real, "b t -> b 1 1 t"),
+        lambda keep: rearrange(~keep, "b t -> b 1 1 t"),
     ),
     "5_softmax_over_queries": ((attention_module, "attend"), _softmax_over_queries),
     "10_batch_first_false": ((sequence_module, "SelfAttention"), TimeFirstAttention),
     "11_mean_over_padding": (
         (sequence_module.masks, "masked_time_mean"),
-        lambda values, real: values.mean(dim=1),
+        lambda values, keep: values.mean(dim=1),
     ),
 }
 CLASSIFIER = "sequence.module.SequenceClassifier"
