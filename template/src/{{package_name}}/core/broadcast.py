@@ -3,7 +3,8 @@ the first elementwise operation that stretches *every* operand, such as ``(N, 1)
 ``(N, N)`` inside an untyped helper that no annotation sees. ``BroadcastGuard(on_stretch=f)``
 calls ``f(stretch)`` instead and lets the program go on. One-sided broadcasting (a bias, a
 scalar, a column, an attention mask) passes; ``einsum``, ``matmul`` and ``torch.outer`` are
-never checked, and neither is an einx expression (``einx.add("b i, b j -> b i j", x, y)``):
+never checked, and neither is code that an installed package generates from an expression
+(a ``<string>`` frame called from site-packages: ``einx.add("b i, b j -> b i j", x, y)``):
 each names every axis of its result, as an outer product should. This file imports only
 torch and the standard library, so that it can be copied into any PyTorch code.
 
@@ -41,7 +42,6 @@ constants, and ``BroadcastGuardCallback`` applies it to its module's each time i
 """
 
 import functools
-import importlib.util
 import linecache
 import os
 import sys
@@ -63,8 +63,6 @@ __all__ = [
 ]
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_EINX = importlib.util.find_spec("einx")  # found, not imported
-_EINX_DIR = os.path.join(os.path.dirname(_EINX.origin), "") if _EINX and _EINX.origin else None
 _ALIASES = {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "truediv": "div"}
 _ALIASES |= {"lshift": "__lshift__", "rshift": "__rshift__", "floordiv": "floor_divide"}
 _ALIASES |= {"mod": "remainder", "subtract": "sub", "multiply": "mul", "divide": "div"}
@@ -248,9 +246,10 @@ def _track(role: int, args: Sequence[Any], kwargs: Mapping[str, Any], result: An
 
 def _user_frame(shapes: list[tuple[int, ...]]) -> FrameType | None:
     """The innermost frame outside torch and this file, or ``None`` for a stretch made on
-    purpose: by code that einx generated for an expression (a ``<string>`` file called from
-    einx), or by ``Categorical.log_prob``, which pairs indices ``(*sample, *batch, 1)`` with
-    logits ``(*batch, class)``. Indices that do not end in the batch shape, such as a
+    purpose: by code that an installed package generated from an expression (``<string>``
+    frames whose nearest caller with a file lies in site-packages), or by
+    ``Categorical.log_prob``, which pairs indices ``(*sample, *batch, 1)`` with logits
+    ``(*batch, class)``. Indices that do not end in the batch shape, such as a
     ``(N, 1)`` column of actions against ``(N, class)`` logits, are the critic bug again."""
     frame = sys._getframe(1)
     while frame.f_back is not None and (
@@ -262,13 +261,17 @@ def _user_frame(shapes: list[tuple[int, ...]]) -> FrameType | None:
             if len(shapes) == 2 and indices[-1:] == (1,) and indices[-1 - len(batch) : -1] == batch:
                 return None
         frame = frame.f_back
-    if _EINX_DIR is not None and frame.f_code.co_filename.startswith("<"):
-        caller = frame.f_back
-        while caller is not None and not caller.f_code.co_filename.startswith(_EINX_DIR):
-            caller = caller.f_back
-        if caller is not None:
-            return None
+    caller: FrameType | None = frame
+    while caller is not None and caller.f_code.co_filename.startswith("<"):
+        caller = caller.f_back
+    if caller is not frame and caller is not None and _installed(caller.f_code.co_filename):
+        return None
     return frame
+
+
+def _installed(filename: str) -> bool:
+    parts = os.path.normpath(filename).split(os.sep)
+    return "site-packages" in parts or "dist-packages" in parts
 
 
 def _builds_grid_or_mask(func: Callable[..., Any], tensors: list[torch.Tensor]) -> bool:
