@@ -66,7 +66,9 @@ def read_sequences(
         raise UserError(f"{path}: no such file")
     try:
         frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-    except (ValueError, OSError, ImportError, pd.errors.ParserError) as error:
+    except ImportError:  # pandas found no Parquet engine
+        raise UserError(f"{path}: Parquet needs pyarrow: pip install -e '.[parquet]'") from None
+    except (ValueError, OSError, pd.errors.ParserError) as error:
         raise UserError(f"{path}: not a readable table ({str(error).splitlines()[0]})") from None
     frame = frame.reset_index(drop=True)  # positions, whatever index a Parquet file kept
     named = [column for column in (sequence, order, target) if column is not None]

@@ -5,6 +5,7 @@ fit: ``test_run_files.py``.)"""
 import csv
 import json
 import re
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -16,11 +17,12 @@ from torch import nn
 
 from ...core import attention as attention_module
 from ...core import masks
+from ...run.errors import UserError
 from ...run.guards import NonFiniteError
 from ...sequence import SequenceClassifier, SequenceData
 from ...sequence import module as sequence_module
 from ...sequence.__main__ import main
-from ...sequence.data import pad
+from ...sequence.data import pad, read_sequences
 from ...sequence.module import in_order
 from .. import test_behaviour as behaviour
 from ..project import CONFIGS, QUIET, fit_summary, refusal
@@ -114,8 +116,10 @@ def test_a_long_table_fits_in_bf16_resumes_and_predicts_one_row_a_sequence(tmp_p
     model = SequenceClassifier.load_from_checkpoint(tmp_path / "fit/checkpoints/last.ckpt")
     assert model.classes == ["down", "up"] and model.hparams["feature_columns"] == ["a", "b"]
 
-    unseen = tmp_path / "new.csv"
-    unseen.write_text("id,t,a,b\nn1,1,1.0,1\nn2,0,-1.0,0\n")  # no target column
+    unseen = tmp_path / "new.parquet"  # no target column; Parquet, as an export may be
+    pd.DataFrame({"id": ["n1", "n2"], "t": [1, 0], "a": [1.0, -1.0], "b": [1, 0]}).to_parquet(
+        unseen
+    )
     main(
         ["predict", "--config", str(CONFIG), f"--trainer.default_root_dir={tmp_path / 'p'}"]
         + ["--ckpt_path", str(tmp_path / "fit/checkpoints/last.ckpt"), *QUIET]
@@ -181,6 +185,15 @@ def test_without_order_a_table_keeps_its_row_order(tmp_path: Path) -> None:
     assert data.feature_columns == ["t", "a", "b"]
     for steps, _ in data.train_set:  # the rows were written last step first
         assert steps[:, 0].tolist() == sorted(steps[:, 0].tolist(), reverse=True)
+
+
+def test_parquet_without_pyarrow_names_the_extra(monkeypatch, tmp_path: Path) -> None:
+    (tmp_path / "t.parquet").write_bytes(b"PAR1")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if it were not installed
+    with pytest.raises(
+        UserError, match=r"t\.parquet: Parquet needs pyarrow: pip install -e '\.\[parquet\]'$"
+    ):
+        read_sequences(tmp_path / "t.parquet", "id", None, "label", "error")
 
 
 def test_feature_statistics_of_another_width_are_refused() -> None:
