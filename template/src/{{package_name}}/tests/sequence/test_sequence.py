@@ -240,14 +240,17 @@ def test_ddp_val_accuracy_matches_one_process(tmp_path: Path) -> None:
 
 
 class TimeFirstAttention(nn.Module):
-    """Bug 10: ``nn.MultiheadAttention`` left at ``batch_first=False``, fed batch-first."""
+    """Bug 10: ``nn.MultiheadAttention`` left at ``batch_first=False``, fed batch-first. Its
+    ``(batch, key)`` padding mask then fails MHA's shape check, which the mask transposed
+    "fixes": the bug as it is met, silent."""
 
     def __init__(self, width: int, heads: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.attention = nn.MultiheadAttention(width, heads, dropout=dropout)
 
     def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        return self.attention(x, x, x, need_weights=False)[0]
+        padding = rearrange(masks.to_key_padding_mask(keep), "batch key -> key batch")
+        return self.attention(x, x, x, key_padding_mask=padding, need_weights=False)[0]
 
 
 def _softmax_over_queries(query, key, value, keep=None, dropout=0.0):
