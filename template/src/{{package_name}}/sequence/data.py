@@ -67,7 +67,9 @@ def read_sequences(
     try:
         frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except ImportError:  # pandas found no Parquet engine
-        raise UserError(f"{path}: Parquet needs pyarrow: pip install -e '.[parquet]'") from None
+        raise UserError(
+            f"{path}: Parquet needs pyarrow or fastparquet: pip install -e '.[parquet]'"
+        ) from None
     except (ValueError, OSError, pd.errors.ParserError) as error:
         raise UserError(f"{path}: not a readable table ({str(error).splitlines()[0]})") from None
     frame = frame.reset_index(drop=True)  # positions, whatever index a Parquet file kept
@@ -160,7 +162,7 @@ class SequenceData(L.LightningDataModule):
     ) -> None:
         """
         Args:
-            csv_path: Long table to train on (CSV, or Parquet with pyarrow): one row per
+            csv_path: Long table to train on (CSV, or Parquet with the [parquet] extra): one row per
                 step. Leave unset for the shipped Japanese Vowels set.
             target: Column of the class label (numbers or text), the same on every row of a
                 sequence.

@@ -187,11 +187,12 @@ def test_without_order_a_table_keeps_its_row_order(tmp_path: Path) -> None:
         assert steps[:, 0].tolist() == sorted(steps[:, 0].tolist(), reverse=True)
 
 
-def test_parquet_without_pyarrow_names_the_extra(monkeypatch, tmp_path: Path) -> None:
+def test_parquet_without_an_engine_names_the_extra(monkeypatch, tmp_path: Path) -> None:
     (tmp_path / "t.parquet").write_bytes(b"PAR1")
-    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if it were not installed
+    for engine in ("pyarrow", "fastparquet"):
+        monkeypatch.setitem(sys.modules, engine, None)  # as if it were not installed
     with pytest.raises(
-        UserError, match=r"t\.parquet: Parquet needs pyarrow: pip install -e '\.\[parquet\]'$"
+        UserError, match=r"t\.parquet: Parquet needs .*: pip install -e '\.\[parquet\]'$"
     ):
         read_sequences(tmp_path / "t.parquet", "id", None, "label", "error")
 
