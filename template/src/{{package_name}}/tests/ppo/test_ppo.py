@@ -44,13 +44,6 @@ def _collector(num_envs: int, num_steps: int, max_episode_steps: int | None = No
 
 
 @pytest.mark.cli
-@pytest.mark.slow
-def test_async_vectorization_fits(tmp_path: Path) -> None:
-    envs = ["--model.num_envs=2", "--model.vectorization=async"]
-    assert _fit(tmp_path, *envs, "--trainer.fast_dev_run=true")["env_steps"] == 2 * 64
-
-
-@pytest.mark.cli
 def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> None:
     details = ["--model.value_clip_coef=0.2", "--model.anneal_clip=true", "--model.target_kl=1e-9"]
     details += ["--model.entropy_coef=0.01", "--model.solved_return=15"]
@@ -127,8 +120,10 @@ def test_truncation_bootstraps_from_the_final_observation() -> None:
 
 
 @pytest.mark.cli
-def test_pendulum_config_runs_under_fast_dev_run(tmp_path: Path) -> None:
-    summary = _fit(tmp_path, "--trainer.fast_dev_run=true", config="pendulum.yaml")
+@pytest.mark.parametrize("vectorization", ["sync", pytest.param("async", marks=pytest.mark.slow)])
+def test_pendulum_config_runs_under_fast_dev_run(tmp_path: Path, vectorization: str) -> None:
+    options = ["--trainer.fast_dev_run=true", f"--model.vectorization={vectorization}"]
+    summary = _fit(tmp_path, *options, config="pendulum.yaml")
     assert summary["env_steps"] == 8 * 256  # one rollout, evaluated at its end
     assert summary["eval_return_mean"] < 0  # Pendulum's rewards are costs
     # No solved threshold: its keys are there, null.
