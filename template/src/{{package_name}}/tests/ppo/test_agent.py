@@ -58,9 +58,8 @@ def test_a_discrete_draw_refuses_a_row_without_a_finite_maximum() -> None:
     """A NaN observation (one row is enough), a +inf logit or a row with every action masked
     (-inf) makes the draw raise instead of acting on it; a masked action is never drawn."""
     agent = ActorCritic(4, gym.spaces.Discrete(3), (8,))
-    observation = torch.tensor([[0.5, -1.0, torch.nan, 2.0]])
     with torch.no_grad(), pytest.raises(ValueError, match="no finite maximum"):
-        agent.sample(observation)
+        agent.sample(torch.tensor([[0.5, -1.0, torch.nan, 2.0]]))
     last = [layer for layer in agent.actor.modules() if isinstance(layer, torch.nn.Linear)][-1]
     with torch.no_grad():
         last.weight.zero_()

@@ -32,10 +32,7 @@ def test_replay_defaults_to_the_runs_final_evaluation(trained: Path, tmp_path: P
 
 # row: (the arguments, with {ckpt}, {root} and {dir} filled in; the pattern of the last line)
 ROWS: dict[str, tuple[str, str]] = {
-    "missing_checkpoint": (
-        "--ckpt_path={dir}/nope.ckpt",
-        r".*/nope\.ckpt: no such checkpoint file$",
-    ),
+    "missing_checkpoint": ("--ckpt_path={dir}/no.ckpt", r".*/no\.ckpt: no such checkpoint file$"),
     "truncated_checkpoint": (
         "--ckpt_path={dir}/half.ckpt",
         r".*/half\.ckpt: not a readable checkpoint, the file is truncated or corrupt",

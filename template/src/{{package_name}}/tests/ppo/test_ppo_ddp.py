@@ -27,8 +27,7 @@ def _args(root: Path, *extra: str) -> list[str]:
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
+    return list(csv.DictReader(path.read_text().splitlines()))
 
 
 def _logged(root: Path, name: str) -> dict[int, float]:
