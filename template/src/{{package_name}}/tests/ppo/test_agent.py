@@ -69,8 +69,7 @@ def test_a_discrete_draw_refuses_a_row_without_a_finite_maximum() -> None:
                 agent.sample(torch.randn(5, 4))
         last.bias.copy_(torch.tensor([0.0, -torch.inf, 0.0]))
         drawn = agent.sample(torch.randn(1000, 4))
-    assert not bool((drawn == 1).any())
-    assert bool((drawn == 0).any()) and bool((drawn == 2).any())
+    assert set(drawn.tolist()) == {0, 2}
 
 
 def test_compiled_agent_rejects_a_column_observation() -> None:

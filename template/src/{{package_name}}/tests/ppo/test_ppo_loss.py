@@ -19,14 +19,9 @@ PER_ROW = ["actions", "old_log_prob", "old_values", "advantages", "returns"]
 
 
 def _columns(batch: int) -> dict[str, Tensor]:
-    return {
-        "observations": torch.randn(batch, 4),
-        "actions": torch.randint(0, 2, (batch,)),
-        "old_log_prob": -torch.rand(batch),
-        "old_values": torch.randn(batch),
-        "advantages": torch.randn(batch),
-        "returns": torch.randn(batch),
-    }
+    columns = {"observations": torch.randn(batch, 4), "actions": torch.randint(0, 2, (batch,))}
+    columns["old_log_prob"] = -torch.rand(batch)  # a log-probability is at most 0
+    return columns | {name: torch.randn(batch) for name in ("old_values", "advantages", "returns")}
 
 
 def _loss(minibatch: object) -> tuple[Tensor, Tensor]:
