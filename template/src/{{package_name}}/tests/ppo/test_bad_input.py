@@ -16,13 +16,12 @@ from ..project import CONFIGS, refusal
 CONFIG = CONFIGS / "ppo.yaml"
 TINY = ["--model.num_envs=2", "--model.num_steps=16", "--model.num_minibatches=2"]
 
+UNREGISTERED = " is not a registered gymnasium environment; "
 # env_id: what follows "error: env_id '<env_id>'" on the last line
 ENV_IDS = {
-    "CartPol-v1": (  # misspelt
-        " is not a registered gymnasium environment; did you mean CartPole-v1, CartPole-v0"
-    ),
+    "CartPol-v1": UNREGISTERED + "did you mean CartPole-v1, CartPole-v0",  # misspelt
     "CartPole-v9": " is not a registered .*did you mean CartPole-v1",  # an unknown version
-    "Nothing-v0": " is not a registered gymnasium environment; see ",
+    "Nothing-v0": UNREGISTERED + "see ",
     "no_such_module:Env-v0": ": cannot import 'no_such_module'",
     "NeedsMissingPackage-v0": ": missing_package is not installed, run `pip install",
     "FrozenLake-v1": r": observations must be flat Box vectors, got Discrete\(16\)$",
