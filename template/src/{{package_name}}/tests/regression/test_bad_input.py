@@ -20,10 +20,8 @@ from ..project import CONFIGS, refusal, refused_line, run_example
 CONFIG = CONFIGS / "regression.yaml"
 CSV = ["--data.csv_path={dir}/t.csv", "--data.target=y"]
 GOOD = "a,y\n1,2\n3,4\n5,6\n"
-PREDICT = ["predict", "--ckpt_path={dir}/typo.yaml", "--data.predict_csv={dir}/t.csv"]
 
-# row: ((contents of {dir}/t.csv or None for no file, flags: fit's unless the first is
-# predict), the pattern of the last line)
+# row: ((the text of {dir}/t.csv, None for no file; flags, of fit unless first is predict), pattern)
 ROWS: dict[str, tuple[tuple[str | None, list[str]], str]] = {
     "missing_file": ((None, CSV), r"^error: --data\.csv_path .*t\.csv: no such file$"),
     "empty_file": (("", CSV), r"t\.csv: the file is empty"),
@@ -100,7 +98,7 @@ ROWS: dict[str, tuple[tuple[str | None, list[str]], str]] = {
         r"^error: predict builds the model from --ckpt_path FILE, the checkpoint of a fit run$",
     ),
     "predict_from_a_file_not_a_checkpoint": (
-        (GOOD, PREDICT),
+        (GOOD, ["predict", "--ckpt_path={dir}/typo.yaml", "--data.predict_csv={dir}/t.csv"]),
         r"^error: .*typo\.yaml: not a readable checkpoint",
     ),
     "unknown_key": (
@@ -140,22 +138,17 @@ def _args(tmp_path: Path, row: str) -> list[str]:
     return run + [flag.format(dir=tmp_path) for flag in flags]
 
 
-@pytest.mark.parametrize("row", [row for row in ROWS if _data_options(row) is not None])
-def test_bad_table_is_refused_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], row: str
-) -> None:
-    _args(tmp_path, row)  # writes the file
-    options = _data_options(row, tmp_path) or {}
-    line = refusal(capsys, lambda: user_errors()(RegressionData)(**options))  # type: ignore[arg-type]
-    assert re.search(ROWS[row][1], line), line
-
-
-@pytest.mark.cli
-@pytest.mark.parametrize("row", [row for row in ROWS if _data_options(row) is None])
+@pytest.mark.parametrize(
+    "row", [pytest.param(row, marks=() if _data_options(row) else pytest.mark.cli) for row in ROWS]
+)
 def test_bad_input_is_refused_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], row: str
 ) -> None:
-    line = refusal(capsys, lambda: main(_args(tmp_path, row)))
+    args, options = _args(tmp_path, row), _data_options(row, tmp_path)  # writes the file
+    if options is None:
+        line = refusal(capsys, lambda: main(args))
+    else:
+        line = refusal(capsys, lambda: user_errors()(RegressionData)(**options))  # type: ignore[arg-type]
     assert re.search(ROWS[row][1], line), line
     assert not (tmp_path / "run").exists()
 
