@@ -40,14 +40,6 @@ def test_bf16_fit_writes_summary_and_checkpoints_that_load_weights_only(tmp_path
     assert (module.learning_rate, module.weight_decay) == (0.003, 0.0)
 
 
-def test_column_target_in_training_step_raises_naming_target() -> None:
-    module = RegressionModule(num_features=3)
-    x, y = torch.randn(6, 3), torch.randn(6)
-    assert module.training_step((x, y), 0).shape == ()
-    with pytest.raises(TypeCheckError, match="target"):
-        module.training_step((x, rearrange(y, "batch -> batch 1")), 0)
-
-
 def test_bom_and_blank_lines_are_read_and_statistics_are_the_training_rows(tmp_path: Path) -> None:
     """A spreadsheet's byte order mark (before the target's name here) and blank lines are
     read; the statistics the model normalises with are the training rows' alone."""
@@ -98,10 +90,14 @@ def test_column_gives_the_batches_as_torch_cat_does_and_keeps_float32_at_least()
     assert column.take().dtype == torch.float32
 
 
-def test_compiled_module_rejects_a_column_input() -> None:
+@pytest.mark.parametrize("compile", [False, True])
+def test_a_column_target_or_input_raises_at_its_boundary(compile: bool) -> None:
     torch._dynamo.reset()
-    module = RegressionModule(3, (8,), compile=True, compile_backend="aot_eager")
-    assert module(torch.randn(4, 3)).shape == (4,)
-    assert module(torch.randn(4, 3)).shape == (4,)
+    module = RegressionModule(3, (8,), compile=compile, compile_backend="aot_eager")
+    x, y = torch.randn(6, 3), torch.randn(6)
+    assert module.training_step((x, y), 0).shape == ()
+    assert module(x).shape == module(x).shape == (6,)
+    with pytest.raises(TypeCheckError, match="target"):
+        module.training_step((x, rearrange(y, "batch -> batch 1")), 0)
     with pytest.raises(TypeCheckError):
         module(torch.randn(4, 3, 1))
