@@ -44,8 +44,7 @@ def _fit(root: Path, *callbacks: Callback) -> None:
     )
     saving = ModelCheckpoint(root / "checkpoints", monitor="val_loss", save_last=True)
     options = dict(max_epochs=3, limit_val_batches=1, accelerator="cpu")
-    trainer = quiet_trainer(default_root_dir=root, callbacks=[*callbacks, saving], **options)
-    trainer.fit(model, data)
+    quiet_trainer(default_root_dir=root, callbacks=[*callbacks, saving], **options).fit(model, data)
 
 
 def test_exploding_layer_is_named_and_last_checkpoint_survives(tmp_path: Path) -> None:
