@@ -51,9 +51,12 @@ def test_column_target_raises_naming_argument_and_both_shapes() -> None:
 
 @pytest.mark.no_broadcast_guard
 def test_unchecked_column_target_learns_only_the_mean() -> None:
+    """And ``checks_disabled`` turns the checks back on as it exits."""
     correct = _train_and_score(column_target=False)
     with checks_disabled(), pytest.warns(UserWarning, match="target size"):
         buggy = _train_and_score(column_target=True)
+    with pytest.raises(TypeCheckError):
+        mse_loss(torch.randn(3), torch.randn(3, 1))
     print(
         f"\nseed bug, {TRAIN_STEPS} full-batch Adam steps: R² correct {correct:.3f}, "
         f"R² with (N, 1) target and checks off {buggy:.3f}"
