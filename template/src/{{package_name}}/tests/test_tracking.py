@@ -34,8 +34,7 @@ def fit(example: str, root: Path, *extra: str) -> LightningCLI:
 
 def tensorboard(root: Path) -> tuple[set[str], set[str]]:
     (folder,) = {path.parent for path in root.glob("lightning_logs/version_0/events.out.*")}
-    events = EventAccumulator(str(folder))
-    events.Reload()
+    events = EventAccumulator(str(folder)).Reload()
     return set(events.Tags()["scalars"]), _yaml_keys(folder / "hparams.yaml")
 
 
