@@ -61,10 +61,9 @@ class Tiny(L.LightningModule):
 
 
 def _fit(
-    root: Path, model: L.LightningModule, *callbacks: Callback, x: Tensor | None = None, **kw: Any
+    root: Path, model: L.LightningModule, *callbacks: Callback, x: Tensor = FEATURES, **kw: Any
 ) -> None:
-    """Three epochs on ``x`` (else ``FEATURES``) under a NonFiniteLocator and ``callbacks``."""
-    x = FEATURES if x is None else x
+    """Three epochs on ``x`` under a NonFiniteLocator and ``callbacks``."""
     every = [NonFiniteLocator(), *callbacks]
     trainer = quiet_trainer(
         default_root_dir=root, max_epochs=3, accelerator="cpu", callbacks=every, **kw

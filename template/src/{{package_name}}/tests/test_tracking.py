@@ -67,7 +67,6 @@ def added(presets: Iterable[str]) -> list[str]:
 
 def assert_received(example: str, received: dict[str, tuple[set[str], set[str]]]) -> None:
     """Every logger got every metric of the example and the hyperparameters."""
-    for name, (metrics, hyperparameters) in received.items():
-        assert metrics >= METRICS[example], f"{name} lacks {METRICS[example] - metrics}"
-        expected = HYPERPARAMETERS[example]
-        assert hyperparameters >= expected, f"{name} lacks {expected - hyperparameters}"
+    for name, logged in received.items():
+        for got, expected in zip(logged, (METRICS[example], HYPERPARAMETERS[example]), strict=True):
+            assert got >= expected, f"{name} lacks {expected - got}"
