@@ -82,9 +82,8 @@ SHAPES = [(), (1,), (2,), (3,), (1, 1), (2, 1), (2, 2), (3, 2), (2, 3), (2, 2, 1
 def test_reading_of_annotations_agrees_with_jaxtyping(name: str) -> None:
     """The verdicts that decide which broken calls must raise are jaxtyping's own."""
     hint = READ_ANNOTATIONS[name]
-    for dtype in (torch.float32, torch.int64):
-        for first, second in itertools.product(SHAPES, repeat=2):
-            pair = (torch.zeros(first, dtype=dtype), torch.zeros(second, dtype=dtype))
-            with jaxtyped("context"):
-                expected = all(isinstance(value, hint) for value in pair)
-            assert satisfied([(hint, value) for value in pair]) is expected, (first, second)
+    for dtype, first, second in itertools.product((torch.float32, torch.int64), SHAPES, SHAPES):
+        pair = (torch.zeros(first, dtype=dtype), torch.zeros(second, dtype=dtype))
+        with jaxtyped("context"):
+            expected = all(isinstance(value, hint) for value in pair)
+        assert satisfied([(hint, value) for value in pair]) is expected, (dtype, first, second)

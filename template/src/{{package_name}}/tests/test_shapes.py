@@ -64,9 +64,6 @@ def test_a_step_counter_is_one_signature(monkeypatch: pytest.MonkeyPatch) -> Non
         scaled(x, 1.5)  # pyright: ignore[reportArgumentType]
 
 
-Small = TypeVar("Small", bound=Literal[1, 2])
-
-
 def test_literals_and_typevars_are_checked_per_value() -> None:
     """A ``Literal`` or a ``TypeVar`` that could hide one, as an argument (by position or by
     keyword) or as the result, and an axis such as ``{columns}`` that reads an argument's
@@ -83,6 +80,8 @@ def test_literals_and_typevars_are_checked_per_value() -> None:
     @typechecked
     def parity(n: int) -> Literal["even", "odd"]:
         return "odd" if n % 2 else "even" if n else "zero"  # pyright: ignore[reportReturnType]
+
+    Small = TypeVar("Small", bound=Literal[1, 2])
 
     @typechecked
     def same(n: Small) -> Small:
