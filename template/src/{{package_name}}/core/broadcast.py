@@ -4,8 +4,9 @@ the first elementwise operation that stretches *every* operand, such as ``(N, 1)
 calls ``f(stretch)`` instead and lets the program go on. One-sided broadcasting (a bias, a
 scalar, a column, an attention mask) passes; ``einsum``, ``matmul`` and ``torch.outer`` are
 never checked, and neither is code that an installed package generates from an expression
-(a ``<string>`` frame called from site-packages: ``einx.add("b i, b j -> b i j", x, y)``):
-each names every axis of its result, as an outer product should. This file imports only
+(a ``<string>`` frame called from a package in site-packages, torch's own excepted:
+``einx.add("b i, b j -> b i j", x, y)``): each names every axis of its result, as an outer
+product should. This file imports only
 torch and the standard library, so that it can be copied into any PyTorch code.
 
 Index grids and masks are the exception. A *constant* holds values the program states
@@ -247,7 +248,8 @@ def _track(role: int, args: Sequence[Any], kwargs: Mapping[str, Any], result: An
 def _user_frame(shapes: list[tuple[int, ...]]) -> FrameType | None:
     """The innermost frame outside torch and this file, or ``None`` for a stretch made on
     purpose: by code that an installed package generated from an expression (``<string>``
-    frames whose nearest caller with a file lies in site-packages), or by
+    frames whose nearest caller with a file lies in site-packages, outside torch: FX's
+    generated code, IPython's cells and the user's own ``exec`` are checked), or by
     ``Categorical.log_prob``, which pairs indices ``(*sample, *batch, 1)`` with logits
     ``(*batch, class)``. Indices that do not end in the batch shape, such as a
     ``(N, 1)`` column of actions against ``(N, class)`` logits, are the critic bug again."""
@@ -261,17 +263,19 @@ def _user_frame(shapes: list[tuple[int, ...]]) -> FrameType | None:
             if len(shapes) == 2 and indices[-1:] == (1,) and indices[-1 - len(batch) : -1] == batch:
                 return None
         frame = frame.f_back
-    caller: FrameType | None = frame
-    while caller is not None and caller.f_code.co_filename.startswith("<"):
+    caller = frame.f_back
+    while caller is not None and caller.f_code.co_filename == "<string>":
         caller = caller.f_back
-    if caller is not frame and caller is not None and _installed(caller.f_code.co_filename):
+    if frame.f_code.co_filename == "<string>" and caller and _installed(caller.f_code.co_filename):
         return None
     return frame
 
 
 def _installed(filename: str) -> bool:
+    """Whether a file is a third-party package's: in site-packages, and not torch's."""
     parts = os.path.normpath(filename).split(os.sep)
-    return "site-packages" in parts or "dist-packages" in parts
+    third_party = "site-packages" in parts or "dist-packages" in parts
+    return third_party and not filename.startswith(_TORCH_DIR)
 
 
 def _builds_grid_or_mask(func: Callable[..., Any], tensors: list[torch.Tensor]) -> bool:
