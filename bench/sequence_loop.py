@@ -64,8 +64,8 @@ def raw_worker(package: str) -> dict:
     for epoch in range(EPOCHS):
         model.train()
         train.sampler.set_epoch(epoch)
-        for features, real, labels in train:
-            loss = F.cross_entropy(model(features, real), labels)
+        for features, keep, labels in train:
+            loss = F.cross_entropy(model(features, keep), labels)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -74,8 +74,8 @@ def raw_worker(package: str) -> dict:
         model.eval()
         with torch.no_grad():
             correct = [
-                (model(features, real).argmax(dim=-1) == labels).double()
-                for features, real, labels in val
+                (model(features, keep).argmax(dim=-1) == labels).double()
+                for features, keep, labels in val
             ]
         accuracy = float(torch.cat(correct).mean())
     seconds = time.perf_counter() - started
@@ -93,12 +93,12 @@ def floor_worker(package: str) -> dict:
         """The example's module without its ``self.log`` calls, which barebones refuses."""
 
         def training_step(self, batch, batch_idx):
-            features, real, labels = batch
-            return F.cross_entropy(self(features, real), labels)
+            features, keep, labels = batch
+            return F.cross_entropy(self(features, keep), labels)
 
         def validation_step(self, batch, batch_idx):
-            features, real, labels = batch
-            self.validation.append((self(features, real).argmax(dim=-1) == labels).double())
+            features, keep, labels = batch
+            self.validation.append((self(features, keep).argmax(dim=-1) == labels).double())
 
         def on_validation_epoch_end(self) -> None:
             self.accuracy = float(torch.cat(self.validation).mean())

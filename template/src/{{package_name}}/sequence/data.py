@@ -64,13 +64,13 @@ def read_sequences(
     ``feature_columns`` (a checkpoint's, for predict), or else every other numeric column."""
     if not path.is_file():
         raise UserError(f"{path}: no such file")
+    parquet = path.suffix == ".parquet"
     try:
-        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-    except ImportError:  # pandas found no Parquet engine
-        raise UserError(
-            f"{path}: Parquet needs pyarrow or fastparquet: pip install -e '.[parquet]'"
-        ) from None
-    except (ValueError, OSError, pd.errors.ParserError) as error:
+        frame = pd.read_parquet(path) if parquet else pd.read_csv(path)
+    except (ValueError, OSError, ImportError, pd.errors.ParserError) as error:
+        if parquet and isinstance(error, ImportError):  # pandas found no Parquet engine
+            hint = "Parquet needs pyarrow or fastparquet: pip install -e '.[parquet]'"
+            raise UserError(f"{path}: {hint}") from None
         raise UserError(f"{path}: not a readable table ({str(error).splitlines()[0]})") from None
     frame = frame.reset_index(drop=True)  # positions, whatever index a Parquet file kept
     named = [column for column in (sequence, order, target) if column is not None]
