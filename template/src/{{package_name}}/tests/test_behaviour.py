@@ -261,4 +261,5 @@ def test_the_required_modules_are_all_checked() -> None:
     present = {name for name, pkg in REQUIRED.items() if find_spec(f"{PACKAGE}.{pkg}")}
     checked = {built.partition("/")[0] for built, _ in CASES}
     assert present <= checked, f"not checked: {present - checked}"
+    assert CAUSAL, "no module declares itself causal: the causality check would run on none"
     assert not present & set(OPT_OUT)
