@@ -29,11 +29,7 @@ when it builds a grid or a mask:
 - it combines booleans with ``&``, ``|`` or ``^`` that are all grids or masks
   (``causal & padding``, query padding ``(B, T, 1)`` with key padding ``(B, 1, S)``), or all
   the same elements of one tensor with other axes (``m[:, :, None] & m[:, None, :]``; two
-  slices of one buffer, ``flags[:, 0:1] | flags[:, 1]``, are not);
-- it is ``broadcast_tensors`` of integer indices ``(*sample, *batch, 1)`` with the values
-  ``(*batch, class)`` they will pick from, as a gather does (``Categorical.log_prob`` of
-  drawn samples). Indices that do not end in the batch shape, a ``(N, 1)`` column of
-  actions against ``(N, class)`` logits, are the critic bug.
+  slices of one buffer, ``flags[:, 0:1] | flags[:, 1]``, are not).
 
 Anything else raises whatever the dtypes: the accuracy bug ``pred (N, 1) == y (N,)``,
 ``terminated (N, 1) | truncated (N,)``, float arithmetic with a grid, ``ones(N) * column``,
@@ -249,15 +245,23 @@ def _track(role: int, args: Sequence[Any], kwargs: Mapping[str, Any], result: An
                         _TRACKED.pop(key, None)
 
 
-def _user_frame() -> FrameType | None:
+def _user_frame(shapes: list[tuple[int, ...]]) -> FrameType | None:
     """The innermost frame outside torch and this file, or ``None`` for a stretch made on
-    purpose by code that an installed package generated from an expression: ``<string>``
-    frames whose nearest caller with a file lies in site-packages, outside torch. FX's
-    generated code, IPython's cells and the user's own ``exec`` are checked."""
+    purpose: by code that an installed package generated from an expression (``<string>``
+    frames whose nearest caller with a file lies in site-packages, outside torch: FX's
+    generated code, IPython's cells and the user's own ``exec`` are checked), or by
+    ``Categorical.log_prob``, which pairs indices ``(*sample, *batch, 1)`` with logits
+    ``(*batch, class)``. Indices that do not end in the batch shape, such as a
+    ``(N, 1)`` column of actions against ``(N, class)`` logits, are the critic bug again."""
     frame = sys._getframe(1)
     while frame.f_back is not None and (
         frame.f_code.co_filename.startswith(_TORCH_DIR) or frame.f_code.co_filename == __file__
     ):
+        code = frame.f_code
+        if (os.path.basename(code.co_filename), code.co_name) == ("categorical.py", "log_prob"):
+            indices, batch = shapes[0], shapes[-1][:-1]
+            if len(shapes) == 2 and indices[-1:] == (1,) and indices[-1 - len(batch) : -1] == batch:
+                return None
         frame = frame.f_back
     caller = frame.f_back
     while caller is not None and caller.f_code.co_filename == "<string>":
@@ -282,10 +286,6 @@ def _builds_grid_or_mask(func: Callable[..., Any], tensors: list[torch.Tensor]) 
         return True
     if _GRID in kinds and not any(t.is_floating_point() or t.is_complex() for t in tensors):
         return True
-    if name == "broadcast_tensors" and len(tensors) == 2 and tensors[1].is_floating_point():
-        indices, batch = tensors[0].shape, tensors[1].shape[:-1]
-        picks = not tensors[0].is_floating_point() and indices[-1:] == (1,)
-        return picks and indices[-1 - len(batch) : -1] == batch
     if name not in _MASK_LOGIC or any(tensor.dtype != torch.bool for tensor in tensors):
         return False
     first = tensors[0]
@@ -353,7 +353,7 @@ def _stretch(
         return None  # one operand already has the full shape; the others broadcast one-sidedly
     if any(size not in (1, full) for s in padded for size, full in zip(s, result, strict=True)):
         return None  # not broadcastable at all: torch's own error is clearer
-    if _builds_grid_or_mask(func, tensors) or (frame := _user_frame()) is None:
+    if _builds_grid_or_mask(func, tensors) or (frame := _user_frame(shapes)) is None:
         return None
     filename, line = frame.f_code.co_filename, frame.f_lineno
     source = linecache.getline(filename, line).strip()
