@@ -6,8 +6,8 @@ scalar, a column, an attention mask) passes; ``einsum``, ``matmul`` and ``torch.
 never checked, and neither is code that an installed package generates from an expression
 (a ``<string>`` frame called from a package in site-packages, torch's own excepted:
 ``einx.add("b i, b j -> b i j", x, y)``): each names every axis of its result, as an outer
-product should. This file imports only
-torch and the standard library, so that it can be copied into any PyTorch code.
+product should. This file imports only torch and the standard library, so that it can be
+copied into any PyTorch code.
 
 Index grids and masks are the exception. A *constant* holds values the program states
 rather than reads: ``ones``, ``zeros``, ``full``, and a float tensor of Python numbers

@@ -71,7 +71,8 @@ def read_sequences(
         if parquet and isinstance(error, ImportError):  # pandas found no Parquet engine
             hint = "Parquet needs pyarrow or fastparquet: pip install -e '.[parquet]'"
             raise UserError(f"{path}: {hint}") from None
-        raise UserError(f"{path}: not a readable table ({str(error).splitlines()[0]})") from None
+        reason = (str(error).splitlines() or [type(error).__name__])[0]
+        raise UserError(f"{path}: not a readable table ({reason})") from None
     frame = frame.reset_index(drop=True)  # positions, whatever index a Parquet file kept
     named = [column for column in (sequence, order, target) if column is not None]
     if len(set(named)) < len(named):
