@@ -59,7 +59,6 @@ def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> P
                 ],
             },
             save_config_kwargs={"overwrite": True},
-            parser_class=cli.OneLineErrorParser,
             parser_kwargs={"prog": f"python -m {__package__}"},  # not __main__.py in usage lines
             args=args,
         )

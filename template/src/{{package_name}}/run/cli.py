@@ -12,7 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+import lightning
 import torch
+from jsonargparse import ActionConfigFile  # pyright: ignore[reportPrivateImportUsage]
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
@@ -46,6 +48,14 @@ class ExampleCLI(LightningCLI):
     """LightningCLI that checks a run's files before the subcommand starts: its folders can
     be written, and every checkpoint it reads or writes goes through
     :class:`CheckpointFiles` (atomic writes, checked reads)."""
+
+    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
+        """Every parser, main and subcommand, is a :class:`OneLineErrorParser`; Lightning
+        2.4 has no ``parser_class`` argument, and this hook is what it calls in every release."""
+        kwargs.setdefault("dump_header", [f"lightning.pytorch=={lightning.__version__}"])
+        parser = OneLineErrorParser(**kwargs)
+        parser.add_argument("-c", "--config", action=ActionConfigFile, help="A YAML config file.")
+        return parser
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Check a ``--ckpt_path`` file as soon as it is named. LightningCLI reads the
@@ -186,7 +196,6 @@ class DataExampleCLI(ExampleCLI):
                 seed_everything_default=0,
                 trainer_defaults={"callbacks": [*ours, *callbacks]},
                 save_config_kwargs={"overwrite": True},
-                parser_class=OneLineErrorParser,
                 # The usage and tip lines name the command as typed, not __main__.py.
                 parser_kwargs={
                     "prog": f"python -m {package}",
