@@ -1,5 +1,6 @@
-"""Sessions for this project: ``nox -s tests``, ``nox -s lint``, ``nox -s typecheck``, and
-``nox -s stress`` (not run by default): every multi-process test, 20 rounds in a row.
+"""Sessions for this project: ``nox -s tests``, ``nox -s lint``, ``nox -s typecheck``, and,
+not run by default, ``nox -s stress`` (every multi-process test, 20 rounds in a row) and
+``nox -s tests_floor`` (the quick and ``cli`` tests at the lowest versions declared).
 
 ``nox -s tests -- -m "not slow and not cli"`` is the quick run. It leaves out the tests
 that start a child process (``slow``: command lines, DDP, async envs, compiled fits) and
@@ -16,6 +17,9 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import nox
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 nox.options.sessions = ["lint", "typecheck", "tests"]
 nox.options.reuse_existing_virtualenvs = True
@@ -39,6 +43,26 @@ def install(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     install(session)
     session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PYPROJECT["project"]["requires-python"].removeprefix(">="))
+def tests_floor(session: nox.Session) -> None:
+    """The quick and ``cli`` tests with every dependency at its floor (``>=X`` installed as
+    ``==X``), on the minimum Python, the only one that every floor has wheels for. A user
+    whose resolver picks the oldest versions allowed (``uv pip install --resolution
+    lowest-direct``) gets these. torch keeps its range: the CPU build that the machine's
+    index or constraints provide. The dev group's tools resolve around the floors."""
+    pinned = []
+    for line in PYPROJECT["project"]["dependencies"]:
+        requirement = Requirement(line)
+        floors = [spec.version for spec in requirement.specifier if spec.operator == ">="]
+        if not floors:
+            session.error(f"{line!r} declares no floor (>=) to test")
+        if requirement.name != "torch":
+            requirement.specifier = SpecifierSet(f"=={max(floors, key=Version)}")
+        pinned.append(str(requirement))
+    session.install("-e", ".", *pinned, *nox.project.dependency_groups(PYPROJECT, "dev"))
+    session.run("pytest", "-m", "cli or not slow", *session.posargs)
 
 
 @nox.session

@@ -1,11 +1,15 @@
 """The generated CI tests the chosen minimum Python and the newest the template offers.
 
 Each version appears once, and none is below the minimum, where the project could not be
-installed (``requires-python`` is the minimum).
+installed (``requires-python`` is the minimum). On the minimum it also runs the noxfile's
+``tests_floor``, whose pins are checked here without installing them.
 """
 
+import re
+import runpy
 from pathlib import Path
 
+import nox
 import pytest
 import yaml
 from conftest import preset_answers, render
@@ -28,3 +32,62 @@ def test_ci_matrix_is_the_minimum_and_the_newest_python(
 
     assert workflow["jobs"]["check"]["strategy"]["matrix"]["python-version"] == matrix
     assert f'requires-python = ">={minimum}"' in (project / "pyproject.toml").read_text()
+
+
+class RecordingSession:
+    """What the noxfile's ``tests_floor`` calls on a nox session, recorded, not run."""
+
+    posargs: list[str] = []
+
+    def __init__(self) -> None:
+        self.installed: list[str] = []
+        self.ran: list[tuple[str, ...]] = []
+
+    def install(self, *args: str) -> None:
+        self.installed.extend(args)
+
+    def run(self, *args: str) -> None:
+        self.ran.append(args)
+
+    def error(self, message: str) -> None:
+        raise SystemExit(message)
+
+
+def _tests_floor(project: Path, monkeypatch: pytest.MonkeyPatch) -> RecordingSession:
+    monkeypatch.chdir(project)  # the noxfile reads ./pyproject.toml
+    monkeypatch.setattr(nox.registry, "_REGISTRY", {})  # its sessions, registered apart
+    session = RecordingSession()
+    runpy.run_path(str(project / "noxfile.py"))["tests_floor"](session)
+    return session
+
+
+def test_the_floor_session_pins_every_dependency_at_its_floor_and_ci_runs_it_on_the_minimum(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = render(tmp_path / "project", preset_answers("full") | {"python_version": "3.11"})
+    workflow = yaml.safe_load((project / ".github" / "workflows" / "ci.yml").read_text())
+    pyproject = nox.project.load_toml(project / "pyproject.toml")
+
+    session = _tests_floor(project, monkeypatch)
+
+    floor_steps = [s for s in workflow["jobs"]["check"]["steps"] if "tests_floor" in str(s)]
+    assert floor_steps == [{"if": "matrix.python-version == '3.11'", "run": "nox -s tests_floor"}]
+    expected = []
+    for line in pyproject["project"]["dependencies"]:
+        name, floor = re.fullmatch(r"([\w\-\[\]]+)>=([\d.]+)", line).groups()
+        expected.append(line if name == "torch" else f"{name}=={floor}")
+    # The dev group's tools, for the tests themselves, resolve around the floors.
+    dev = nox.project.dependency_groups(pyproject, "dev")
+    assert session.installed == ["-e", ".", *expected, *dev]
+    assert session.ran == [("pytest", "-m", "cli or not slow")]
+
+
+def test_the_floor_session_refuses_a_dependency_without_a_floor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = render(tmp_path / "project", preset_answers("minimal"))
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"einops>=0.8"', '"einops"'))
+
+    with pytest.raises(SystemExit, match="'einops' declares no floor"):
+        _tests_floor(project, monkeypatch)
