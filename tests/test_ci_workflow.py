@@ -7,12 +7,14 @@ installed (``requires-python`` is the minimum). On the minimum it also runs the 
 
 import re
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 
 import nox
 import pytest
 import yaml
-from conftest import preset_answers, render
+from conftest import ROOT, preset_answers, render
 
 
 @pytest.mark.parametrize(
@@ -91,3 +93,24 @@ def test_the_floor_session_refuses_a_dependency_without_a_floor(
 
     with pytest.raises(SystemExit, match="'einops' declares no floor"):
         _tests_floor(project, monkeypatch)
+
+
+def test_the_floor_session_passes_on_the_regression_preset(tmp_path: Path) -> None:
+    """The floors installed for real from the registry and the regression example's quick
+    and cli tests run on them, at the Python running this suite (its own minimum): a
+    minute or two, most of it pip's. torch is whatever PIP_CONSTRAINT pins (CI: .ci/)."""
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if python not in yaml.safe_load((ROOT / "copier.yml").read_text())["python_version"]["choices"]:
+        pytest.skip(f"Python {python} is not a minimum the template offers")
+    answers = preset_answers("regression") | {"python_version": python}
+    project = render(tmp_path / "project", answers)
+
+    nox_floor = [sys.executable, "-m", "nox", "-s", "tests_floor", "--force-python", sys.executable]
+    done = subprocess.run(
+        [*nox_floor, "--", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
