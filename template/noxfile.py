@@ -48,10 +48,10 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYPROJECT["project"]["requires-python"].removeprefix(">="))
 def tests_floor(session: nox.Session) -> None:
     """The quick and ``cli`` tests with every dependency at its floor (``>=X`` installed as
-    ``==X``), on the minimum Python, the only one that every floor has wheels for. A user
-    whose resolver picks the oldest versions allowed (``uv pip install --resolution
-    lowest-direct``) gets these. torch keeps its range: the CPU build that the machine's
-    index or constraints provide. The dev group's tools resolve around the floors."""
+    ``==X``), as a resolver that picks the oldest versions allowed (``uv pip install
+    --resolution lowest-direct``) installs them. It runs on the minimum Python, which every
+    floor has wheels for. torch keeps its range: the CPU build that the machine's index or
+    constraints give. The dev group's tools resolve around the floors; no lock is used."""
     pinned = []
     for line in PYPROJECT["project"]["dependencies"]:
         requirement = Requirement(line)
