@@ -27,8 +27,10 @@ from torch import Tensor, nn
 
 try:  # jaxtyping's axis memo, replayed around a remembered call (same since 0.2.36)
     from jaxtyping._storage import get_shape_memo, pop_shape_memo, push_shape_memo
+
+    _REPLAYS = True
 except ImportError:  # moved: nothing is remembered, every call is checked in full
-    push_shape_memo = None
+    _REPLAYS = False
 
 __all__ = ["Bool", "Float", "Int", "Scalar", "Tensor", "checks_disabled", "compiled", "typechecked"]
 
@@ -104,7 +106,7 @@ class _ShapeCheck:
         hinted = [name in self.hints for name in self.names]  # leading unhinted: ``self``
         self.skip = hinted.index(True) if True in hinted else len(hinted)
         self.remembers = (
-            push_shape_memo is not None
+            _REPLAYS
             and all(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters)
             and all(map(_plain, self.hints.values()))
         )
