@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 TARGETS = {
-    "regression": ("seconds_per_step", "<=", 1.03),
+    "regression": ("seconds_per_step", "<=", 1.01),
     "ppo": ("env_steps_per_second", ">=", 0.97),
 }
 CALL_TARGET_MICROSECONDS, CALL_ROUNDS, CALLS_PER_ROUND = 2.0, 201, 10_000

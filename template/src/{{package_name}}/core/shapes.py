@@ -14,7 +14,8 @@ import inspect
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+from types import UnionType
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 import jaxtyping
 import torch
@@ -23,6 +24,13 @@ from beartype.door import die_if_unbearable
 from beartype.roar import BeartypeCallHintViolation
 from jaxtyping import Bool, Float, Int, TypeCheckError, jaxtyped
 from torch import Tensor, nn
+
+try:  # jaxtyping's axis memo, replayed around a remembered call (same since 0.2.36)
+    from jaxtyping._storage import get_shape_memo, pop_shape_memo, push_shape_memo
+
+    _REPLAYS = True
+except ImportError:  # moved: nothing is remembered, every call is checked in full
+    _REPLAYS = False
 
 __all__ = ["Bool", "Float", "Int", "Scalar", "Tensor", "checks_disabled", "compiled", "typechecked"]
 
@@ -37,115 +45,147 @@ _REMEMBERED_SIGNATURES = 4096
 _config = jaxtyping.config
 _is_compiling = torch.compiler.is_compiling
 
-_PLAIN_TYPES: set[type] = set()
-"""Types found to be summarised by the type alone, so the next value skips the tests."""
-
-
-def _signature(value: object) -> object:
-    """A hashable summary of everything an annotation without ``Literal`` can check about
-    ``value``, or ``None`` when it cannot be summarised (then the call is checked in full)."""
-    if isinstance(value, Tensor):
-        return (type(value), value.shape, value.dtype)
-    kind = type(value)
-    if kind in _PLAIN_TYPES:
-        return kind
-    if isinstance(value, tuple | list):  # torch.Size and named tuples too
-        items = tuple(map(_signature, value))
-        return None if None in items else (kind, items)
-    if issubclass(kind, dict | set | frozenset) or hasattr(kind, "__array__"):
-        return None  # containers and NumPy-like arrays: checked in full every time
-    _PLAIN_TYPES.add(kind)
-    return kind  # the type decides (an int, a str, an nn.Module's ``self``, ...)
-
-
-def _call_signature(args: tuple, kwargs: dict[str, Any]) -> object:
-    """The signature of a call, or ``None`` when an argument cannot be summarised."""
-    # Tensors inline: this runs on every call, and most arguments are tensors.
-    items = [
-        (Tensor, value.shape, value.dtype) if type(value) is Tensor else _signature(value)
-        for value in args
-    ]
-    if kwargs:
-        items += kwargs
-        items += map(_signature, kwargs.values())
-    return None if None in items else tuple(items)
-
-
-_PLAIN_DIMS = re.compile(r"[\w\s*#?.]*")
+_SCALARS = frozenset({bool, bytes, complex, float, int, str, type(None)})
+_PLAIN_DIMS = re.compile(r"[\w\s*#.]*")
 """Axis strings whose check depends only on shapes; ``"{self.n}"`` or ``"batch+1"`` read
 values outside the tensors, which a shape signature does not capture."""
 
 
-def _depends_only_on_signatures(function: Callable[..., Any]) -> bool:
-    """Whether a verdict can be remembered: no axis expression, ``Literal`` or ``Annotated``
-    value validator in the annotations (those see values, not shapes), and no hint that
-    could hide one (a string, a ``TypeVar``, a ``type`` alias)."""
-    pending = list(getattr(function, "__annotations__", {}).values())
-    while pending:
-        hint = pending.pop()
-        if isinstance(hint, str | TypeVar) or get_origin(hint) in (Annotated, Literal):
-            return False
-        if type(hint).__name__ in ("ForwardRef", "TypeAliasType"):  # also ``type X = ...``
-            return False
-        dims = getattr(hint, "dim_str", None)
-        if isinstance(dims, str) and not _PLAIN_DIMS.fullmatch(dims):
-            return False
-        pending.extend(get_args(hint))  # every nested hint (not a Literal's values: gone above)
-    return True
+def _summary(value: object) -> object:
+    """What every remembered hint can check of ``value``: a tensor's type, shape and dtype,
+    a builtin scalar's type, a tuple's items; ``None`` for anything else (a list, a dict,
+    a class, an array-like, an object whose ``__class__`` is not its type)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return kind
+    if value.__class__ is not kind:
+        return None
+    if issubclass(kind, Tensor):
+        return (kind, value.shape, value.dtype)  # type: ignore[attr-defined]
+    if issubclass(kind, tuple):  # torch.Size and named tuples too; a tuple cannot hold itself
+        items = tuple(map(_summary, value))  # type: ignore[arg-type]
+        return None if None in items else (kind, items)
+    return None
+
+
+def _plain(hint: object) -> bool:
+    """Whether beartype's verdict on ``hint`` is a function of :func:`_summary`, and a
+    passing check binds the same axes in any order: a torch jaxtyping array of plain axes,
+    a class that ``isinstance`` decides by type, a fixed tuple or a union of such hints
+    (no two of which bind axes)."""
+    if hint is None:
+        return True
+    if isinstance(hint, type):
+        if issubclass(hint, jaxtyping.AbstractArray):  # dim_str: jaxtyping's, as in 0.2.36
+            dims = getattr(hint, "dim_str", "?")
+            return hint.array_type is Tensor and bool(_PLAIN_DIMS.fullmatch(str(dims)))
+        return type(hint).__instancecheck__ is type.__instancecheck__  # not an ABC or Protocol
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is tuple:
+        return Ellipsis not in args and all(map(_plain, args))
+    if origin is Union or origin is UnionType:
+        return all(map(_plain, args)) and sum(arg not in _SCALARS for arg in args) <= 1
+    return False
 
 
 class _ShapeCheck:
-    """Checks calls of one function and remembers which signatures passed."""
+    """Checks calls of one function and remembers which signatures passed, with the axes
+    that the parameters bound, so that a remembered call runs in the same axis memo."""
 
     def __init__(self, function: Callable[..., Any]) -> None:
         self.function = function
         self.checked = jaxtyped(typechecker=beartype)(function)
-        self.passed: dict[object, set[object]] = {}
-        self.remembers = _depends_only_on_signatures(function)
+        self.passed: dict[object, tuple[dict, dict, set[object]]] = {}
+        signature = inspect.signature(function)
+        parameters = signature.parameters.values()
+        self.names = [p.name for p in parameters if p.kind <= p.POSITIONAL_OR_KEYWORD]
+        self.defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
+        self.hints = {p.name: p.annotation for p in parameters if p.annotation is not p.empty}
+        if signature.return_annotation is not signature.empty:
+            self.hints["return"] = signature.return_annotation
+        hinted = [name in self.hints for name in self.names]  # leading unhinted: ``self``
+        self.skip = hinted.index(True) if True in hinted else len(hinted)
+        self.remembers = (
+            _REPLAYS
+            and all(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters)
+            and all(map(_plain, self.hints.values()))
+        )
+
+    def key(self, args: tuple, kwargs: dict[str, Any]) -> object:
+        """The call's signature, or ``None`` when an argument cannot be summarised."""
+        items = [  # tensors inline: this runs twice on every call
+            (Tensor, value.shape, value.dtype) if type(value) is Tensor else _summary(value)
+            for value in args[self.skip :]
+        ]
+        if kwargs:
+            items += kwargs
+            items += map(_summary, kwargs.values())
+        return None if None in items else tuple(items)
 
     def __call__(self, run: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
         """Call ``run`` (the function, or a compiled equivalent) with checks as promised."""
         if _is_compiling() or _config.jaxtyping_disable:  # jaxtyping cannot follow dynamo
             return run(*args, **kwargs)
-        key = _call_signature(args, kwargs) if self.remembers else None
-        returns = None if key is None else self.passed.get(key)
-        if returns is None:
+        key = self.key(args, kwargs) if self.remembers else None
+        known = None if key is None else self.passed.get(key)
+        if known is None:
             return self.check_in_full(key, args, kwargs)
-        result = run(*args, **kwargs)
-        tensor = type(result) is Tensor  # inline, as in _call_signature
-        returned = (Tensor, result.shape, result.dtype) if tensor else _signature(result)
-        if returned not in returns:
-            self.check_result(args, kwargs, result)
-            returns.add(returned)
+        axes, variadic_axes, returns = known
+        arguments = dict(zip(self.names, args, strict=False))  # what jaxtyping's memo holds
+        if kwargs or len(arguments) < len(self.names):
+            arguments = {**self.defaults, **arguments, **kwargs}
+        memo = push_shape_memo(arguments)
+        memo[0].update(axes)
+        memo[1].update(variadic_axes)
+        try:
+            result = run(*args, **kwargs)
+            if (
+                "return" in self.hints
+            ):  # as jaxtyping: arguments and result, in the memo after the body
+                after = get_shape_memo()
+                same = after[0] == axes and after[1] == variadic_axes and not after[2]
+                # the arguments too, which the body may have resized, and the result
+                outcome = self.key((*args, result), kwargs)
+                if not same or outcome not in returns:
+                    self.check_again(args, kwargs, result)
+                    if same and outcome is not None:
+                        returns.add(outcome)
+        finally:
+            pop_shape_memo()
         return result
 
     def check_in_full(self, key: object, args: tuple, kwargs: dict[str, Any]) -> Any:
-        """jaxtyping and beartype on arguments and result; remember the verdict."""
+        """jaxtyping and beartype on arguments and result; remember the verdict, with the
+        axes that the arguments bind (found before the body can resize one)."""
+        if key is None:
+            return self.checked(*args, **kwargs)
+        push_shape_memo({})
+        try:
+            self.check_again(args, kwargs)
+            axes = get_shape_memo()
+        except Exception:  # noqa: BLE001 - whatever it is, jaxtyping's check reports it
+            axes = None
+        finally:
+            pop_shape_memo()
         result = self.checked(*args, **kwargs)
-        returned = _signature(result)
-        if key is not None and returned is not None:
+        if axes is not None and not axes[2] and self.key(args, kwargs) == key:
             if len(self.passed) >= _REMEMBERED_SIGNATURES:
                 self.passed.clear()
-            self.passed.setdefault(key, set()).add(returned)
+            self.passed[key] = (axes[0], axes[1], {self.key((*args, result), kwargs)} - {None})
         return result
 
-    def check_result(self, args: tuple, kwargs: dict[str, Any], result: object) -> None:
-        """Known arguments, a new kind of result (a shape that depends on values): check
-        the arguments and the result together without running the function again."""
-        hints = get_type_hints(self.function, include_extras=True)
-        bound = inspect.signature(self.function).bind(*args, **kwargs)
-        bound.apply_defaults()
+    def check_again(self, args: tuple, kwargs: dict[str, Any], *result: object) -> None:
+        """The passed arguments, and ``result`` if given, in the current axis memo: what
+        jaxtyping's return check does (it never checks a default that was not passed)."""
+        given = [*zip(self.names, args, strict=False), *kwargs.items()]
         try:
-            with jaxtyped("context"):
-                for name, value in bound.arguments.items():
-                    if name in hints:
-                        die_if_unbearable(value, hints[name])
-                if "return" in hints:
-                    die_if_unbearable(result, hints["return"])
+            for name, value in given + [("return", r) for r in result]:
+                if name in self.hints:
+                    die_if_unbearable(value, self.hints[name])
         except BeartypeCallHintViolation as error:
             raise TypeCheckError(
-                f"Type-check error whilst checking the return value of "
-                f"{self.function.__module__}.{self.function.__qualname__}: {error}"
+                f"Type-check error whilst checking the return value of {self.function.__module__}."
+                f"{self.function.__qualname__}: {error}"
             ) from None
 
 
