@@ -1,10 +1,16 @@
 """Benchmark the rendered project's PPO against Stable-Baselines3 on CartPole-v1.
 
-Runs each side for the same seeds, alternating so that machine noise falls on both, then
-prints medians and ratios (ours / SB3). Usage:
-``python bench/run_bench.py PROJECT_DIR PACKAGE [SEEDS]`` (run by ``nox -s bench``).
+Two disjoint seed sets: ``configs/ppo.yaml`` is tuned on ``TUNE_SEEDS`` only, and judged on
+``REPORT_SEEDS``, which no tuning looks at: a setting that wins on the first and loses on
+the second does not ship. Each seed runs ours, then SB3 (RL-Zoo's settings), so that the
+machine's noise falls on both; the figures are medians. Usage (``nox -s bench -- sb3`` runs
+both sets)::
+
+    python bench/run_bench.py PROJECT_DIR PACKAGE [--seeds tune|report|both|0,1,2]
+        [--no-seed-bug] [FIT OVERRIDES, e.g. --model.update_epochs=20]
 """
 
+import argparse
 import json
 import math
 import os
@@ -14,6 +20,13 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+TUNE_SEEDS = tuple(range(10))
+"""The seeds ``configs/ppo.yaml``'s CartPole settings were chosen on."""
+REPORT_SEEDS = tuple(range(1000, 1010))
+"""Seeds no tuning looked at: the figures the README states."""
+THRESHOLD, TIME_RATIO, EVAL_SHARE = 475.0, 0.45, 0.9
+"""The targets: median time to a rolling-20 return of 475 at most 0.45 of SB3's, and a final
+evaluation of at least 475 on at least 9 seeds in 10."""
 
 
 def _json_line(command: list[str], cwd: Path) -> dict:
@@ -25,8 +38,10 @@ def _json_line(command: list[str], cwd: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def ours(project: Path, package: str, seed: int) -> dict:
+def ours(project: Path, package: str, seed: int, overrides: list[str]) -> dict:
     root = project / "runs" / "bench" / f"seed{seed}"
+    for old in root.rglob("summary.json"):  # a rerun's root holds the previous summary
+        old.unlink()
     command = [
         sys.executable,
         "-m",
@@ -36,6 +51,7 @@ def ours(project: Path, package: str, seed: int) -> dict:
         "configs/ppo.yaml",
         f"--seed_everything={seed}",
         f"--trainer.default_root_dir={root}",
+        *overrides,
     ]
     done = subprocess.run(command, cwd=project, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -53,55 +69,66 @@ def median(runs: list[dict], key: str) -> float:
     return statistics.median(math.inf if run[key] is None else run[key] for run in runs)
 
 
-def main() -> None:
-    project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
-    seeds = [int(s) for s in sys.argv[3].split(",")] if len(sys.argv) > 3 else [0, 1, 2, 3, 4]
+def shown(value: float | None, digits: int = 4) -> str:
+    """A figure to print: whole above 1000 (env steps), else ``digits`` significant digits."""
+    if value is None or not math.isfinite(value):
+        return "never"
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.{digits}g}"
+
+
+def run_set(
+    name: str, seeds: tuple[int, ...], project: Path, package: str, overrides: list[str]
+) -> bool:
+    """Run ``seeds``, print each seed and the set's medians; whether both targets are met."""
+    print(f"\n== {name} seeds {list(seeds)}", flush=True)
     our_runs, sb3_runs = [], []
     for seed in seeds:
-        our_runs.append(ours(project, package, seed))
-        sb3_runs.append(sb3(seed))
-        a, b = our_runs[-1], sb3_runs[-1]
+        a, b = ours(project, package, seed, overrides), sb3(seed)
+        our_runs.append(a)
+        sb3_runs.append(b)
         print(
-            f"seed {seed}: ours steps_to_solved {a['steps_to_solved']} "
-            f"in {a['seconds_to_solved']} s, "
-            f"eval {a['eval_return_mean']:.1f}, {a['env_steps_per_second']:.0f} env steps/s | "
-            f"SB3 steps_to_solved {b['steps_to_solved']} in "
-            f"{b['seconds_to_solved'] and round(b['seconds_to_solved'], 3)} s, "
-            f"{b['env_steps_per_second']:.0f} env steps/s",
+            f"seed {seed}: ours {shown(a['steps_to_solved'])} steps, "
+            f"{shown(a['seconds_to_solved'], 3)} s, final eval {a['eval_return_mean']:.1f} | "
+            f"SB3 {shown(b['steps_to_solved'])} steps, {shown(b['seconds_to_solved'], 3)} s | "
+            f"load {os.getloadavg()[0]:.2f}",
             flush=True,
         )
-        print(f"         ours time breakdown (s): {a['time_breakdown_seconds']}", flush=True)
-        print(f"         load average {os.getloadavg()[0]:.2f}", flush=True)
-
-    rows = []
+    print(f"medians over {name} seeds (ours: configs/ppo.yaml, checks on; SB3: RL-Zoo)")
+    print(f"{'metric':<22}{'ours':>12}{'SB3':>12}{'ours/SB3':>10}")
+    ratios = {}
     for key in ("steps_to_solved", "seconds_to_solved", "env_steps_per_second"):
         mine, theirs = median(our_runs, key), median(sb3_runs, key)
-        ratio = mine / theirs if math.isfinite(mine) and math.isfinite(theirs) else None
-        rows.append((key, mine, theirs, ratio))
-    eval_median = statistics.median(run["eval_return_mean"] for run in our_runs)
-    print(f"\nmedians over seeds {seeds} (ours: configs/ppo.yaml, checks on; SB3: RL-Zoo)")
-    print(f"{'metric':<22}{'ours':>12}{'SB3':>12}{'ours/SB3':>10}")
-    for key, mine, theirs, ratio in rows:
-        shown = [f"{v:.4g}" if math.isfinite(v) else "never" for v in (mine, theirs)]
-        print(f"{key:<22}{shown[0]:>12}{shown[1]:>12}{'' if ratio is None else f'{ratio:.2f}':>10}")
-    print(f"{'eval_return_mean':<22}{eval_median:>12.4g}")
-    print(f"steps_to_solved by seed: ours {[run['steps_to_solved'] for run in our_runs]}, ")
-    print(f"                      SB3  {[run['steps_to_solved'] for run in sb3_runs]}")
-    print(f"final eval return by seed: {[run['eval_return_mean'] for run in our_runs]}")
+        finite = math.isfinite(mine) and math.isfinite(theirs)
+        ratios[key] = mine / theirs if finite else math.inf
+        print(f"{key:<22}{shown(mine):>12}{shown(theirs):>12}{shown(ratios[key], 3):>10}")
+    per_seed = [
+        (a["seconds_to_solved"] or math.inf) / (b["seconds_to_solved"] or math.inf)
+        for a, b in zip(our_runs, sb3_runs, strict=True)
+    ]
+    print(f"median of per-seed time ratios: {shown(statistics.median(per_seed), 3)}")
+    evals = [run["eval_return_mean"] for run in our_runs]
+    print(f"final eval return by seed: {evals}")
     breakdown = {
         part: statistics.median(run["time_breakdown_seconds"][part] for run in our_runs)
         for part in our_runs[0]["time_breakdown_seconds"]
     }
     print(f"ours, median seconds by part over the whole budget: {breakdown}")
+    good = sum(value >= THRESHOLD for value in evals)
     targets = {
-        "final eval return 500 on every seed": all(
-            run["eval_return_min"] >= 500 for run in our_runs
+        f"time ratio {shown(ratios['seconds_to_solved'], 3)} <= {TIME_RATIO}": ratios[
+            "seconds_to_solved"
+        ]
+        <= TIME_RATIO,
+        f"final eval >= {THRESHOLD:g} on {good} of {len(evals)} seeds (>= {EVAL_SHARE:.0%})": (
+            good >= EVAL_SHARE * len(evals)
         ),
-        "steps_to_solved <= 30000": rows[0][1] <= 30_000,
-        "seconds_to_solved ratio <= 0.5": rows[1][3] is not None and rows[1][3] <= 0.5,
     }
     for target, met in targets.items():
-        print(f"{'met ' if met else 'MISSED'} {target}")
+        print(f"{'met   ' if met else 'MISSED'} {target} ({name} seeds)")
+    return all(targets.values())
+
+
+def seed_bug(project: Path, package: str, seed: int) -> None:
     bug = _json_line(
         [
             sys.executable,
@@ -109,20 +136,41 @@ def main() -> None:
             package,
             "configs/ppo.yaml",
             str(project / "runs" / "bench" / "seed_bug"),
-            str(seeds[0]),
+            str(seed),
         ],
         project,
     )
-    print(f"\nseed bug, (N, 1) advantages, seed {seeds[0]}:")
+    print(f"\nseed bug, (N, 1) advantages, seed {seed}:")
     print(f"  checks on:  {bug['checked_error']}")
     print(f"  checks off, BroadcastGuardCallback on: {bug['guard_error']}")
     unchecked = bug["unchecked"]
     print(
         f"  both off: eval_return_mean {unchecked['eval_return_mean']:.1f}, "
-        f"steps_to_solved {unchecked['steps_to_solved']} "
-        f"(correct run: eval {our_runs[0]['eval_return_mean']:.1f}, "
-        f"steps_to_solved {our_runs[0]['steps_to_solved']})"
+        f"steps_to_solved {unchecked['steps_to_solved']}"
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("project", type=Path)
+    parser.add_argument("package")
+    parser.add_argument("--seeds", default="both", help="tune, report, both or 0,1,2")
+    parser.add_argument("--no-seed-bug", action="store_true", help="skip the seed-bug run")
+    arguments, overrides = parser.parse_known_args()
+    project = arguments.project.resolve()
+    named = {"tune": TUNE_SEEDS, "report": REPORT_SEEDS}
+    if arguments.seeds == "both":
+        sets = list(named.items())
+    elif arguments.seeds in named:
+        sets = [(arguments.seeds, named[arguments.seeds])]
+    else:
+        sets = [("given", tuple(int(s) for s in arguments.seeds.split(",")))]
+    if overrides:
+        print(f"fit overrides: {overrides}")
+    for name, seeds in sets:
+        run_set(name, seeds, project, arguments.package, overrides)
+    if not arguments.no_seed_bug:
+        seed_bug(project, arguments.package, sets[0][1][0])
 
 
 if __name__ == "__main__":

@@ -41,5 +41,5 @@ def plot_learning_curve(log_dir: Path, window: int = 20) -> Path:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m <package>.ppo.plot RUN_LOG_DIR")
+        sys.exit(f"usage: python -m {__package__}.plot RUN_LOG_DIR")  # the real package
     print(plot_learning_curve(Path(sys.argv[1])))
