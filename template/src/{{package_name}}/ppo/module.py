@@ -30,6 +30,14 @@ from ..core.policy_gradient import (
 )
 from ..core.shapes import Float, Scalar, Tensor, typechecked
 from ..run.errors import UserError
+from ..run.ranges import (
+    ClosedUnitInterval,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    check_ranges,
+)
 from .agent import ActorCritic
 from .envs import Vectorization, make_vector_env
 from .rollout import RolloutCollector, Samples
@@ -87,31 +95,31 @@ class PPOModule(L.LightningModule):
     def __init__(
         self,
         env_id: str = "CartPole-v1",
-        num_envs: int = 1,
+        num_envs: PositiveInt = 1,
         vectorization: Vectorization = "sync",
-        num_steps: int = 2048,
-        total_env_steps: int = 1_000_000,
-        learning_rate: float = 3e-4,
+        num_steps: PositiveInt = 2048,
+        total_env_steps: PositiveInt = 1_000_000,
+        learning_rate: PositiveFloat = 3e-4,
         anneal_lr: bool = False,
-        gamma: float = 0.99,
-        gae_lambda: float = 0.95,
-        update_epochs: int = 10,
-        num_minibatches: int = 32,
+        gamma: ClosedUnitInterval = 0.99,
+        gae_lambda: ClosedUnitInterval = 0.95,
+        update_epochs: PositiveInt = 10,
+        num_minibatches: PositiveInt = 32,
         norm_advantages: bool = True,
-        clip_coef: float = 0.2,
+        clip_coef: PositiveFloat = 0.2,
         anneal_clip: bool = False,
-        value_clip_coef: float | None = None,
-        entropy_coef: float = 0.0,
-        value_coef: float = 0.5,
-        max_grad_norm: float = 0.5,
-        target_kl: float | None = None,
-        hidden_sizes: Sequence[int] = (64, 64),
-        reward_scale: float = 1.0,
-        eval_every_env_steps: int = 25_000,
-        eval_episodes: int = 10,
-        eval_seed: int = 10_000_000,
+        value_clip_coef: PositiveFloat | None = None,
+        entropy_coef: NonNegativeFloat = 0.0,
+        value_coef: NonNegativeFloat = 0.5,
+        max_grad_norm: PositiveFloat = 0.5,
+        target_kl: PositiveFloat | None = None,
+        hidden_sizes: Sequence[PositiveInt] = (64, 64),
+        reward_scale: PositiveFloat = 1.0,
+        eval_every_env_steps: NonNegativeInt = 25_000,
+        eval_episodes: PositiveInt = 10,
+        eval_seed: NonNegativeInt = 10_000_000,
         solved_return: float | None = None,
-        torch_threads: int | None = 1,
+        torch_threads: PositiveInt | None = 1,
         compile: bool = False,
         compile_backend: str = "inductor",
     ) -> None:
@@ -148,19 +156,10 @@ class PPOModule(L.LightningModule):
             compile: Run the actor and critic through ``torch.compile``, shapes still checked.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` starts quickly.
         """
+        check_ranges(PPOModule.__init__, locals())
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
         self.automatic_optimization = False
-        counts = {
-            "num_envs": num_envs,
-            "num_steps": num_steps,
-            "num_minibatches": num_minibatches,
-            "update_epochs": update_epochs,
-            "eval_episodes": eval_episodes,
-        }
-        for name, count in counts.items():
-            if count < 1:
-                raise UserError(f"--model.{name} must be at least 1, got {count}")
         self.rollout_size = num_envs * num_steps
         if self.rollout_size % num_minibatches:
             raise UserError(

@@ -9,15 +9,16 @@ import csv
 import sys
 from pathlib import Path
 
+from ..run.errors import UserError, user_errors
+
 
 def plot_learning_curve(log_dir: Path, window: int = 20) -> Path:
+    source = log_dir / "episodes.csv"
+    if not source.is_file():
+        raise UserError(f"{source}: no such file; is {log_dir} a PPO run's log dir?")
     import matplotlib.pyplot as plt
 
     plt.switch_backend("Agg")  # files only, no window
-
-    source = log_dir / "episodes.csv"
-    if not source.is_file():
-        raise FileNotFoundError(f"{source}: no such file; is {log_dir} a PPO run's log dir?")
     with source.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     steps = [int(row["env_step"]) for row in rows]
@@ -39,7 +40,14 @@ def plot_learning_curve(log_dir: Path, window: int = 20) -> Path:
     return target
 
 
+def main(args: list[str] | None = None) -> Path:
+    """Plot the run in ``args`` (default: the command line); a mistake is one line."""
+    args = sys.argv[1:] if args is None else args
+    with user_errors():
+        if len(args) != 1:
+            raise UserError(f"usage: python -m {__package__}.plot RUN_LOG_DIR")
+        return plot_learning_curve(Path(args[0]))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m <package>.ppo.plot RUN_LOG_DIR")
-    print(plot_learning_curve(Path(sys.argv[1])))
+    print(main())
