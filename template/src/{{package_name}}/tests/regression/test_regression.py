@@ -11,7 +11,7 @@ from jaxtyping import TypeCheckError
 
 from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
-from ...regression.module import Column
+from ...run.validation import Column
 from ..project import CONFIGS, QUIET, fit_summary, refusal
 
 CONFIG = CONFIGS / "regression.yaml"
