@@ -7,6 +7,7 @@ the batches are ``run/data.py``'s.
 """
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import lightning as L
 import torch
@@ -16,8 +17,14 @@ from torch.utils.data import DataLoader, Dataset
 from ..core.shapes import Float, Tensor
 from ..run.data import batches, checkpoint_hparams, column_stats, held_out, split
 from ..run.errors import UserError
+from ..run.ranges import NonNegativeFloat, OpenUnitInterval, PositiveInt, check_ranges, number_range
 from .predict import PredictChunks
 from .table import Encoding, Missing, TableOptions, fit_encoding, read_header, read_table
+
+if TYPE_CHECKING:
+    SyntheticWidth = int
+else:
+    SyntheticWidth = number_range(int, ge=5)  # the synthetic target reads the first five
 
 
 class SplitRows(Dataset):
@@ -50,15 +57,15 @@ class RegressionData(L.LightningDataModule):
         predict_csv: Path | None = None,
         missing: Missing = "error",
         categorical: list[str] | None = None,
-        max_levels: int = 32,
+        max_levels: PositiveInt = 32,
         sep: str = ",",
         thousands: str | None = None,
         decimal: str = ".",
-        synthetic_samples: int = 8192,
-        synthetic_features: int = 8,
-        synthetic_noise: float = 0.1,
-        val_fraction: float = 0.2,
-        batch_size: int = 256,
+        synthetic_samples: PositiveInt = 8192,
+        synthetic_features: SyntheticWidth = 8,
+        synthetic_noise: NonNegativeFloat = 0.1,
+        val_fraction: OpenUnitInterval = 0.2,
+        batch_size: PositiveInt = 256,
         seed: int = 0,
     ) -> None:
         """
@@ -76,17 +83,16 @@ class RegressionData(L.LightningDataModule):
             thousands: Thousands mark in numbers (``","`` reads ``"1,234"``); none by default.
             decimal: Decimal mark (``","`` for ``"3,5"``), not ``sep`` nor ``thousands``.
             synthetic_samples: Rows of the synthetic set.
-            synthetic_features: Input columns of the synthetic set (at least 5).
+            synthetic_features: Input columns of the synthetic set.
             synthetic_noise: Standard deviation of the synthetic target's noise.
             val_fraction: Share of rows held out for validation, drawn at random.
             batch_size: Rows per optimizer step over all processes: each of N loads 1/N.
             seed: Seed of the synthetic data, the split and every epoch's training order.
         """
+        check_ranges(RegressionData.__init__, locals())
         super().__init__()
         if (csv_path is None) != (target is None):
             raise UserError("--data.csv_path and --data.target go together: give both or neither")
-        if max_levels < 1:
-            raise UserError(f"--data.max_levels must be at least 1, got {max_levels}")
         self.batch_size, self.seed, self.val_fraction = batch_size, seed, val_fraction
         self.options = TableOptions(sep=sep, thousands=thousands, decimal=decimal)
         self.predict_csv = None if predict_csv is None else Path(predict_csv)
@@ -148,8 +154,6 @@ def make_synthetic_regression(
     """Seeded Gaussian inputs and a target that mixes a sine, a product, a square and a
     saturation of the first five, which a linear model cannot fit and an MLP can; features
     past the fifth are distractors."""
-    if num_features < 5:
-        raise ValueError(f"num_features must be at least 5, got {num_features}")
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(num_samples, num_features, generator=generator)
     # Summed in place, term by term, through one scratch column: the same numbers as the

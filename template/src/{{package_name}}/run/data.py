@@ -28,8 +28,6 @@ def positions(count: int) -> torch.dtype:
 
 def held_out(count: int, val_fraction: float) -> int:
     """How many of ``count`` items validation holds: ``val_fraction`` of them, at least 1."""
-    if not 0.0 < val_fraction < 1.0:
-        raise UserError(f"--data.val_fraction must be in (0, 1), got {val_fraction}")
     return max(1, round(val_fraction * count))
 
 

@@ -31,6 +31,7 @@ from ..core.masks import real_steps
 from ..core.shapes import Bool, Float, Int, Tensor
 from ..run.data import batches, checkpoint_hparams, column_stats, held_out, split
 from ..run.errors import UserError
+from ..run.ranges import OpenUnitInterval, PositiveInt, check_ranges
 from ..run.tables import first_text_cell, numeric, reading
 
 SHIPPED = Path(__file__).with_name("japanese_vowels.csv.gz")
@@ -167,8 +168,8 @@ class SequenceData(L.LightningDataModule):
         order: str | None = None,
         predict_csv: Path | None = None,
         missing: Missing = "error",
-        val_fraction: float = 0.2,
-        batch_size: int = 32,
+        val_fraction: OpenUnitInterval = 0.2,
+        batch_size: PositiveInt = 32,
         seed: int = 0,
     ) -> None:
         """
@@ -189,9 +190,8 @@ class SequenceData(L.LightningDataModule):
             batch_size: Sequences per optimizer step, over all processes together.
             seed: Seed of the train/validation split and of every epoch's training order.
         """
+        check_ranges(SequenceData.__init__, locals())
         super().__init__()
-        if batch_size < 1:
-            raise UserError(f"--data.batch_size must be at least 1, got {batch_size}")
         self.sequence, self.order, self.batch_size, self.seed = sequence, order, batch_size, seed
         self.missing: Missing = missing
         self.predict_csv = Path(predict_csv) if predict_csv else None

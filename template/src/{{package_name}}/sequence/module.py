@@ -21,6 +21,13 @@ from ..core.losses import cross_entropy_loss
 from ..core.shapes import Bool, Float, Int, Tensor, compiled, typechecked
 from ..core.standardise import Standardise
 from ..run.errors import UserError
+from ..run.ranges import (
+    ClosedOpenUnitInterval,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    check_ranges,
+)
 from ..run.schedule import adamw_cosine
 from ..run.validation import Column, gathered
 from .data import Batch
@@ -90,17 +97,17 @@ class SequenceClassifier(L.LightningModule):
 
     def __init__(
         self,
-        num_features: int = 12,
+        num_features: PositiveInt = 12,
         classes: list[Any] | None = None,
         feature_mean: list[float] | None = None,
-        feature_std: list[float] | None = None,
+        feature_std: list[PositiveFloat] | None = None,
         feature_columns: list[str] | None = None,
-        width: int = 64,
-        heads: int = 4,
-        layers: int = 2,
-        dropout: float = 0.1,
-        learning_rate: float = 1e-3,
-        weight_decay: float = 0.01,
+        width: PositiveInt = 64,
+        heads: PositiveInt = 4,
+        layers: PositiveInt = 2,
+        dropout: ClosedOpenUnitInterval = 0.1,
+        learning_rate: PositiveFloat = 1e-3,
+        weight_decay: NonNegativeFloat = 0.01,
         compile: bool = False,
         compile_backend: str = "inductor",
     ) -> None:
@@ -122,6 +129,7 @@ class SequenceClassifier(L.LightningModule):
                 the compiled boundary.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation.
         """
+        check_ranges(SequenceClassifier.__init__, locals())
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
         self.classes: list[Any] = list(classes or range(2))

@@ -13,6 +13,8 @@ from .project import CONFIGS, PACKAGE, refusal
 
 EXAMPLES = ("regression", "sequence", "ppo")
 DDP = ["--trainer.accelerator=cpu", "--trainer.strategy=ddp", "--trainer.devices=2"]
+SHORT = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2"]
+"""Before each cell: a mistake that is not refused trains for seconds, not minutes."""
 MISTAKES: dict[str, dict[str, list[str] | str]] = {
     "negative_learning_rate": dict.fromkeys(EXAMPLES, ["--model.learning_rate=-1"]),
     "negative_coefficient": {
@@ -64,7 +66,7 @@ def test_a_mistake_gets_one_line_in_every_example(
     if args[0].startswith("--"):
         main = pytest.importorskip(f"{PACKAGE}.{example}.__main__").main
         config = ["--config", str(CONFIGS / f"{example}.yaml")]
-        args = ["fit", *config, f"--trainer.default_root_dir={tmp_path / 'run'}", *args]
+        args = ["fit", *config, f"--trainer.default_root_dir={tmp_path / 'run'}", *SHORT, *args]
     else:  # another command of the example
         main, args = pytest.importorskip(f"{PACKAGE}.{args[0]}").main, args[1:]
     line = refusal(capsys, lambda: main(args))

@@ -156,7 +156,7 @@ REFUSALS = {
         r"--data\.order column 't' \(text: 'a' in data row 1\)",
     ),
     "heads_do_not_split_width": (_two_classes(), ["--model.heads=3"], r"16 does not split into 3"),
-    "batch_size_zero": (_two_classes(), ["--data.batch_size=0"], r"batch_size must be at least 1"),
+    "batch_size_zero": (_two_classes(), ["--data.batch_size=0"], r"int >= 1: 0 is out of range$"),
     "target_is_the_sequence": (_two_classes(), ["--data.target=id"], r"name \['id', 't', 'id'\]"),
     "class_of_one_sequence": (
         [["s1", 0, "up", 1, 0], ["s2", 0, "up", 1, 0], ["s3", 0, "down", 1, 0]],
