@@ -29,15 +29,8 @@ from ..core.policy_gradient import (
     value_loss,
 )
 from ..core.shapes import Float, Scalar, Tensor, typechecked
+from ..run import ranges
 from ..run.errors import UserError
-from ..run.ranges import (
-    ClosedUnitInterval,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-    check_ranges,
-)
 from .agent import ActorCritic
 from .envs import Vectorization, make_vector_env
 from .rollout import RolloutCollector, Samples
@@ -95,31 +88,31 @@ class PPOModule(L.LightningModule):
     def __init__(
         self,
         env_id: str = "CartPole-v1",
-        num_envs: PositiveInt = 1,
+        num_envs: ranges.PositiveInt = 1,
         vectorization: Vectorization = "sync",
-        num_steps: PositiveInt = 2048,
-        total_env_steps: PositiveInt = 1_000_000,
-        learning_rate: PositiveFloat = 3e-4,
+        num_steps: ranges.PositiveInt = 2048,
+        total_env_steps: ranges.PositiveInt = 1_000_000,
+        learning_rate: ranges.PositiveFloat = 3e-4,
         anneal_lr: bool = False,
-        gamma: ClosedUnitInterval = 0.99,
-        gae_lambda: ClosedUnitInterval = 0.95,
-        update_epochs: PositiveInt = 10,
-        num_minibatches: PositiveInt = 32,
+        gamma: ranges.ClosedUnitInterval = 0.99,
+        gae_lambda: ranges.ClosedUnitInterval = 0.95,
+        update_epochs: ranges.PositiveInt = 10,
+        num_minibatches: ranges.PositiveInt = 32,
         norm_advantages: bool = True,
-        clip_coef: PositiveFloat = 0.2,
+        clip_coef: ranges.PositiveFloat = 0.2,
         anneal_clip: bool = False,
-        value_clip_coef: PositiveFloat | None = None,
-        entropy_coef: NonNegativeFloat = 0.0,
-        value_coef: NonNegativeFloat = 0.5,
-        max_grad_norm: PositiveFloat = 0.5,
-        target_kl: PositiveFloat | None = None,
-        hidden_sizes: Sequence[PositiveInt] = (64, 64),
-        reward_scale: PositiveFloat = 1.0,
-        eval_every_env_steps: NonNegativeInt = 25_000,
-        eval_episodes: PositiveInt = 10,
-        eval_seed: NonNegativeInt = 10_000_000,
+        value_clip_coef: ranges.PositiveFloat | None = None,
+        entropy_coef: ranges.NonNegativeFloat = 0.0,
+        value_coef: ranges.NonNegativeFloat = 0.5,
+        max_grad_norm: ranges.PositiveFloat = 0.5,
+        target_kl: ranges.PositiveFloat | None = None,
+        hidden_sizes: Sequence[ranges.PositiveInt] = (64, 64),
+        reward_scale: ranges.PositiveFloat = 1.0,
+        eval_every_env_steps: ranges.NonNegativeInt = 25_000,
+        eval_episodes: ranges.PositiveInt = 10,
+        eval_seed: ranges.NonNegativeInt = 10_000_000,
         solved_return: float | None = None,
-        torch_threads: PositiveInt | None = 1,
+        torch_threads: ranges.PositiveInt | None = 1,
         compile: bool = False,
         compile_backend: str = "inductor",
     ) -> None:
@@ -156,7 +149,7 @@ class PPOModule(L.LightningModule):
             compile: Run the actor and critic through ``torch.compile``, shapes still checked.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` starts quickly.
         """
-        check_ranges(PPOModule.__init__, locals())
+        ranges.check(PPOModule.__init__, locals())
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
         self.automatic_optimization = False

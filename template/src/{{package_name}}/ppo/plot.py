@@ -40,14 +40,8 @@ def plot_learning_curve(log_dir: Path, window: int = 20) -> Path:
     return target
 
 
-def main(args: list[str] | None = None) -> Path:
-    """Plot the run in ``args`` (default: the command line); a mistake is one line."""
-    args = sys.argv[1:] if args is None else args
-    with user_errors():
-        if len(args) != 1:
-            raise UserError(f"usage: python -m {__package__}.plot RUN_LOG_DIR")
-        return plot_learning_curve(Path(args[0]))
-
-
 if __name__ == "__main__":
-    print(main())
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m <package>.ppo.plot RUN_LOG_DIR")
+    with user_errors():
+        print(plot_learning_curve(Path(sys.argv[1])))

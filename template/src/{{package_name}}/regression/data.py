@@ -15,16 +15,16 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset
 
 from ..core.shapes import Float, Tensor
+from ..run import ranges
 from ..run.data import batches, checkpoint_hparams, column_stats, held_out, split
 from ..run.errors import UserError
-from ..run.ranges import NonNegativeFloat, OpenUnitInterval, PositiveInt, check_ranges, number_range
 from .predict import PredictChunks
 from .table import Encoding, Missing, TableOptions, fit_encoding, read_header, read_table
 
 if TYPE_CHECKING:
     SyntheticWidth = int
 else:
-    SyntheticWidth = number_range(int, ge=5)  # the synthetic target reads the first five
+    SyntheticWidth = ranges.number_range(int, 5)  # the synthetic target reads the first five
 
 
 class SplitRows(Dataset):
@@ -57,15 +57,15 @@ class RegressionData(L.LightningDataModule):
         predict_csv: Path | None = None,
         missing: Missing = "error",
         categorical: list[str] | None = None,
-        max_levels: PositiveInt = 32,
+        max_levels: ranges.PositiveInt = 32,
         sep: str = ",",
         thousands: str | None = None,
         decimal: str = ".",
-        synthetic_samples: PositiveInt = 8192,
+        synthetic_samples: ranges.PositiveInt = 8192,
         synthetic_features: SyntheticWidth = 8,
-        synthetic_noise: NonNegativeFloat = 0.1,
-        val_fraction: OpenUnitInterval = 0.2,
-        batch_size: PositiveInt = 256,
+        synthetic_noise: ranges.NonNegativeFloat = 0.1,
+        val_fraction: ranges.OpenUnitInterval = 0.2,
+        batch_size: ranges.PositiveInt = 256,
         seed: int = 0,
     ) -> None:
         """
@@ -89,7 +89,7 @@ class RegressionData(L.LightningDataModule):
             batch_size: Rows per optimizer step over all processes: each of N loads 1/N.
             seed: Seed of the synthetic data, the split and every epoch's training order.
         """
-        check_ranges(RegressionData.__init__, locals())
+        ranges.check(RegressionData.__init__, locals())
         super().__init__()
         if (csv_path is None) != (target is None):
             raise UserError("--data.csv_path and --data.target go together: give both or neither")

@@ -14,7 +14,7 @@ from ..core.metrics import mean_absolute_error, r2_score
 from ..core.nets import Activation, ScalarMLP
 from ..core.shapes import Float, Tensor, compiled, typechecked
 from ..core.standardise import Standardise
-from ..run.ranges import NonNegativeFloat, PositiveFloat, PositiveInt, check_ranges
+from ..run import ranges
 from ..run.schedule import adamw_cosine
 from ..run.validation import Column, gathered
 from .predict import PredictChunk
@@ -25,15 +25,15 @@ Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, " batch"]]
 class RegressionModule(L.LightningModule):
     def __init__(
         self,
-        num_features: PositiveInt = 8,
-        hidden_sizes: tuple[PositiveInt, ...] = (128, 128),
+        num_features: ranges.PositiveInt = 8,
+        hidden_sizes: tuple[ranges.PositiveInt, ...] = (128, 128),
         activation: Activation = "silu",
-        learning_rate: PositiveFloat = 3e-3,
-        weight_decay: NonNegativeFloat = 0.0,
+        learning_rate: ranges.PositiveFloat = 3e-3,
+        weight_decay: ranges.NonNegativeFloat = 0.0,
         target_mean: float = 0.0,
-        target_std: PositiveFloat = 1.0,
+        target_std: ranges.PositiveFloat = 1.0,
         feature_mean: list[float] | None = None,
-        feature_std: list[PositiveFloat] | None = None,
+        feature_std: list[ranges.PositiveFloat] | None = None,
         feature_columns: list[str] | None = None,
         categories: dict[str, list[str]] | None = None,
         compile: bool = False,
@@ -54,7 +54,7 @@ class RegressionModule(L.LightningModule):
             compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation
                 (quick to start, for tests).
         """
-        check_ranges(RegressionModule.__init__, locals())
+        ranges.check(RegressionModule.__init__, locals())
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
         self.learning_rate, self.weight_decay = learning_rate, weight_decay

@@ -1,96 +1,70 @@
-"""A hyperparameter's valid range, said once, in its type: ``gamma: ClosedUnitInterval``.
-
-The parser reads the type: ``--help`` prints ``float in [0, 1]``, and ``--model.gamma=1.5``
-is refused in one line that names the key and the range. A value passes through as a plain
-``float`` or ``int``, so checkpoints and ``hparams.yaml`` hold plain numbers. The annotation
-does nothing when the class is built in Python, so each ``__init__`` calls
-:func:`check_ranges` once. pyright reads each type as the plain number it returns.
-"""
+"""A hyperparameter's range, said once, in its type: ``gamma: ranges.ClosedUnitInterval``. The
+parser reads it: ``--help`` prints ``float in [0, 1]``, a value outside is one ``error:`` line
+naming the key, and the class gets a plain number (which its checkpoint holds). Built in Python,
+a class checks its arguments with :func:`check`. pyright reads each type as its number type."""
 
 import math
-import operator
 import typing
-from collections.abc import Callable, Mapping, Sequence
-from types import NoneType, UnionType
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import UnionType
 from typing import TYPE_CHECKING, Any
 
 from jsonargparse.typing import register_type
 
-_TESTS = {
-    "gt": (">", operator.gt),
-    "ge": (">=", operator.ge),
-    "lt": ("<", operator.lt),
-    "le": ("<=", operator.le),
-}
 
-
-def number_range(base: type, **bounds: float) -> type:
-    """A type of ``base`` numbers within ``bounds`` (``gt``, ``ge``, ``lt``, ``le``; the lower
-    first), named by its range: ``number_range(float, ge=0, lt=1)`` is ``float in [0, 1)``."""
-    tests = [(*_TESTS[key], bound) for key, bound in bounds.items()]
-    (low, _, a), *upper = tests
-    name = f"{base.__name__} {low} {a}"
-    if upper:
-        (high, _, b), brackets = upper[0], {">": "(", ">=": "[", "<": ")", "<=": "]"}
-        name = f"{base.__name__} in {brackets[low]}{a}, {b}{brackets[high]}"
-    kind = "a whole number" if base is int else "a finite number"
+def number_range(base: type, low: float, high: float = math.inf, brackets: str = "[)") -> type:
+    """The ``base`` numbers from ``low`` to ``high``, each bound in or out as its bracket says:
+    ``number_range(float, 0, 1, "[]")`` is ``float in [0, 1]``; with no ``high``, ``float >= 0``."""
+    left, right = brackets
+    name = f"{base.__name__} in {left}{low}, {high}{right}"
+    if high == math.inf:
+        name = f"{base.__name__} {'>=' if left == '[' else '>'} {low}"
 
     def new(cls: type, value: Any) -> Any:
-        try:  # a string is the command line's; a number must be one exactly (not 2.5 for int)
-            number = base(value)
-            exact = isinstance(value, str) or number == value
-        except (TypeError, ValueError, OverflowError):
-            number, exact = math.nan, False
-        if isinstance(value, bool) or not exact or not math.isfinite(number):
-            raise ValueError(f"{value} is not {kind}")
-        if not all(test(number, bound) for _, test, bound in tests):
+        number = base(value)  # text that is no number raises here
+        above = low <= number if left == "[" else low < number  # nan fails both
+        below = number <= high if right == "]" else number < high  # inf fails with no high
+        if not (above and below) or not isinstance(value, str) and number != value:  # int(2.5)
             raise ValueError(f"{value} is out of range")
-        return number  # a plain number: what the class gets, and its checkpoint holds
+        return number  # a plain number, as the checkpoint holds it
 
     bounded = type(name, (base,), {"__new__": new, "__module__": __name__})
-    register_type(bounded, base, bounded)  # read and written as base; checked on every read
+    register_type(bounded, base, bounded)  # read and written as ``base``, checked on each read
     return bounded
 
 
-def check_ranges(function: Callable, values: Mapping[str, Any]) -> None:
-    """Refuse any of ``values`` (a call's arguments, ``locals()``) outside the range its
-    parameter declares, through ``X | None`` and sequences: a ``ValueError`` naming it."""
+def check(function: Callable, values: Mapping[str, Any]) -> None:
+    """Refuse any of ``values`` (the call's ``locals()``) outside the range its parameter's
+    type declares, through ``X | None`` and sequences: a ``ValueError`` that names it."""
     for name, hint in typing.get_type_hints(function).items():
-        try:
-            _check(hint, values.get(name))
-        except ValueError as error:
-            raise ValueError(f"{function.__qualname__}: {name}: {error}") from None
+        for bounded, value in _ranged(hint, values.get(name)):
+            try:
+                bounded(value)
+            except (TypeError, ValueError):
+                message = f"{function.__qualname__}: {name}: {value!r} is not {bounded.__name__}"
+                raise ValueError(message) from None
 
 
-def _check(hint: Any, value: Any) -> None:
+def _ranged(hint: Any, value: Any) -> Iterator[tuple[type, Any]]:
+    """Each range type in ``hint`` with the part of ``value`` it types."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if isinstance(hint, type) and hint.__module__ == __name__:
-        try:
-            hint(value)
-        except ValueError:
-            raise ValueError(f"{value!r} is not {hint.__name__}") from None
+        yield hint, value
     elif origin in (typing.Union, UnionType) and value is not None:
-        for arg in args:
-            if arg is not NoneType:
-                _check(arg, value)
+        for arg in args:  # None's type holds no range
+            yield from _ranged(arg, value)
     elif origin in (tuple, list, Sequence):
         for item in value or ():
-            _check(args[0], item)
+            yield from _ranged(args[0], item)
 
 
 if TYPE_CHECKING:
-    PositiveInt = int
-    NonNegativeInt = int
-    PositiveFloat = float
-    NonNegativeFloat = float
-    ClosedUnitInterval = float
-    OpenUnitInterval = float
-    ClosedOpenUnitInterval = float
+    PositiveInt = NonNegativeInt = int
+    PositiveFloat = NonNegativeFloat = float
+    ClosedUnitInterval = OpenUnitInterval = ClosedOpenUnitInterval = float
 else:
-    PositiveInt = number_range(int, ge=1)
-    NonNegativeInt = number_range(int, ge=0)
-    PositiveFloat = number_range(float, gt=0)
-    NonNegativeFloat = number_range(float, ge=0)
-    ClosedUnitInterval = number_range(float, ge=0, le=1)
-    OpenUnitInterval = number_range(float, gt=0, lt=1)
-    ClosedOpenUnitInterval = number_range(float, ge=0, lt=1)
+    PositiveInt, NonNegativeInt = number_range(int, 1), number_range(int, 0)
+    PositiveFloat, NonNegativeFloat = number_range(float, 0, brackets="()"), number_range(float, 0)
+    ClosedUnitInterval = number_range(float, 0, 1, "[]")
+    OpenUnitInterval = number_range(float, 0, 1, "()")
+    ClosedOpenUnitInterval = number_range(float, 0, 1)

@@ -29,9 +29,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..core.masks import real_steps
 from ..core.shapes import Bool, Float, Int, Tensor
+from ..run import ranges
 from ..run.data import batches, checkpoint_hparams, column_stats, held_out, split
 from ..run.errors import UserError
-from ..run.ranges import OpenUnitInterval, PositiveInt, check_ranges
 from ..run.tables import first_text_cell, numeric, reading
 
 SHIPPED = Path(__file__).with_name("japanese_vowels.csv.gz")
@@ -168,8 +168,8 @@ class SequenceData(L.LightningDataModule):
         order: str | None = None,
         predict_csv: Path | None = None,
         missing: Missing = "error",
-        val_fraction: OpenUnitInterval = 0.2,
-        batch_size: PositiveInt = 32,
+        val_fraction: ranges.OpenUnitInterval = 0.2,
+        batch_size: ranges.PositiveInt = 32,
         seed: int = 0,
     ) -> None:
         """
@@ -190,7 +190,7 @@ class SequenceData(L.LightningDataModule):
             batch_size: Sequences per optimizer step, over all processes together.
             seed: Seed of the train/validation split and of every epoch's training order.
         """
-        check_ranges(SequenceData.__init__, locals())
+        ranges.check(SequenceData.__init__, locals())
         super().__init__()
         self.sequence, self.order, self.batch_size, self.seed = sequence, order, batch_size, seed
         self.missing: Missing = missing

@@ -20,14 +20,8 @@ from ..core.attention import SelfAttention
 from ..core.losses import cross_entropy_loss
 from ..core.shapes import Bool, Float, Int, Tensor, compiled, typechecked
 from ..core.standardise import Standardise
+from ..run import ranges
 from ..run.errors import UserError
-from ..run.ranges import (
-    ClosedOpenUnitInterval,
-    NonNegativeFloat,
-    PositiveFloat,
-    PositiveInt,
-    check_ranges,
-)
 from ..run.schedule import adamw_cosine
 from ..run.validation import Column, gathered
 from .data import Batch
@@ -97,17 +91,17 @@ class SequenceClassifier(L.LightningModule):
 
     def __init__(
         self,
-        num_features: PositiveInt = 12,
+        num_features: ranges.PositiveInt = 12,
         classes: list[Any] | None = None,
         feature_mean: list[float] | None = None,
-        feature_std: list[PositiveFloat] | None = None,
+        feature_std: list[ranges.PositiveFloat] | None = None,
         feature_columns: list[str] | None = None,
-        width: PositiveInt = 64,
-        heads: PositiveInt = 4,
-        layers: PositiveInt = 2,
-        dropout: ClosedOpenUnitInterval = 0.1,
-        learning_rate: PositiveFloat = 1e-3,
-        weight_decay: NonNegativeFloat = 0.01,
+        width: ranges.PositiveInt = 64,
+        heads: ranges.PositiveInt = 4,
+        layers: ranges.PositiveInt = 2,
+        dropout: ranges.ClosedOpenUnitInterval = 0.1,
+        learning_rate: ranges.PositiveFloat = 1e-3,
+        weight_decay: ranges.NonNegativeFloat = 0.01,
         compile: bool = False,
         compile_backend: str = "inductor",
     ) -> None:
@@ -129,7 +123,7 @@ class SequenceClassifier(L.LightningModule):
                 the compiled boundary.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation.
         """
-        check_ranges(SequenceClassifier.__init__, locals())
+        ranges.check(SequenceClassifier.__init__, locals())
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
         self.classes: list[Any] = list(classes or range(2))

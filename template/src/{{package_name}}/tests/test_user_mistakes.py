@@ -1,11 +1,14 @@
 """The same mistake gets the same answer from every example: one ``error:`` line, exit status
 2, no traceback, nothing trained. ``MISTAKES`` has a row per mistake and a column per example:
 the arguments after ``fit --config configs/<example>.yaml``, or, when the first names a module
-(``ppo.plot``), that module's arguments; or why the example cannot make the mistake. A render
+(``ppo.plot``), that module's command line; or why the example cannot make the mistake. A render
 without an example skips its column. A range is its type's (``run/ranges.py``): ``--help``
 shows it, and the class built in Python refuses a value outside it."""
 
+import runpy
+import sys
 import typing
+from functools import partial
 
 import pytest
 
@@ -57,19 +60,21 @@ MISTAKES: dict[str, dict[str, list[str] | str]] = {
 @pytest.mark.parametrize("example", EXAMPLES)
 @pytest.mark.parametrize("mistake", MISTAKES)
 def test_a_mistake_gets_one_line_in_every_example(
-    capsys: pytest.CaptureFixture[str], tmp_path, mistake: str, example: str
+    capsys: pytest.CaptureFixture[str], monkeypatch, tmp_path, mistake: str, example: str
 ) -> None:
     cell = MISTAKES[mistake][example]
+    main = pytest.importorskip(f"{PACKAGE}.{example}.__main__").main
     if isinstance(cell, str):
         pytest.skip(f"{example} cannot: {cell}")
     args = [arg.replace("{tmp}", str(tmp_path)) for arg in cell]
     if args[0].startswith("--"):
-        main = pytest.importorskip(f"{PACKAGE}.{example}.__main__").main
         config = ["--config", str(CONFIGS / f"{example}.yaml")]
         args = ["fit", *config, f"--trainer.default_root_dir={tmp_path / 'run'}", *SHORT, *args]
-    else:  # another command of the example
-        main, args = pytest.importorskip(f"{PACKAGE}.{args[0]}").main, args[1:]
-    line = refusal(capsys, lambda: main(args))
+        command = partial(main, args)
+    else:  # another command of the example, run as ``python -m`` runs it
+        monkeypatch.setattr(sys, "argv", args)
+        command = partial(runpy.run_module, f"{PACKAGE}.{args[0]}", run_name="__main__")
+    line = refusal(capsys, command)
     option, _, value = args[-1].rpartition("=")  # the line names the option or its value
     assert option and option.rsplit(".", 1)[-1].lstrip("-") in line or value in line, line
     assert not list(tmp_path.rglob("*.ckpt"))

@@ -49,7 +49,7 @@ ROWS |= {
     ),
     "wrong_type": (
         ["--model.num_envs=lots"],
-        r"Parser key \"model\.num_envs\": Not of type int >= 1: lots is not a whole number$",
+        r"Parser key \"model\.num_envs\": Not of type int >= 1: invalid literal for int\(\)",
     ),
     "unknown_key": (["--model.num_emvs=2"], r"unrecognized arguments: --model\.num_emvs=2$"),
     # argparse would take a unique prefix for the whole option and train with num_envs=2.

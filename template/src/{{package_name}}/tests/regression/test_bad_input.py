@@ -114,7 +114,7 @@ ROWS: dict[str, tuple[tuple[str | None, list[str]], str]] = {
     ),
     "wrong_type": (
         (None, ["--data.batch_size=lots"]),
-        r"^error: Parser key \"data\.batch_size\": Not of type int >= 1: lots is not a whole",
+        r"^error: Parser key \"data\.batch_size\": Not of type int >= 1: invalid literal for",
     ),
 }
 END_TO_END = ["missing_cell", "wrong_type"]  # a refusal from the data; the parser's usage text
