@@ -54,17 +54,14 @@ class ExampleCLI(LightningCLI):
     :class:`CheckpointFiles` (atomic writes, checked reads). An example overrides the class
     attributes below and starts with :meth:`launch`."""
 
-    notices: tuple[str, ...] = ()
-    """Message patterns of Lightning's hints that do not apply, hidden while it runs."""
-    guarded_steps = 50
-    """Training steps under the broadcast guard."""
+    notices: tuple[str, ...] = ()  # patterns of Lightning's hints that do not apply here
+    guarded_steps = 50  # training steps under the broadcast guard
+    # --checkpoint.* defaults: the best epoch by val_loss and the last (--ckpt_path last)
     checkpoint_defaults: dict[str, Any] = {
         "monitor": "val_loss",
         "filename": "best-{epoch}-{val_loss:.4f}",
         "save_last": True,
     }
-    """``--checkpoint.*`` defaults: the best epoch by val_loss and the last, where
-    ``--ckpt_path last`` looks."""
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         """Every parser, main and subcommand, is a :class:`OneLineErrorParser`; Lightning

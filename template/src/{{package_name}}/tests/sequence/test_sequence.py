@@ -153,7 +153,7 @@ REFUSALS = {
     "text_order": (
         [["s1", "a", "up", 1, 0], ["s1", "b", "up", 1, 1]],
         [],
-        r"--data\.order column 't' \(text: 'a' in data row 1\)",
+        r"--data\.order column t \(text: 'a' in data row 1\)",
     ),
     "heads_do_not_split_width": (_two_classes(), ["--model.heads=3"], r"16 does not split into 3"),
     "batch_size_zero": (_two_classes(), ["--data.batch_size=0"], r"batch_size must be at least 1"),
