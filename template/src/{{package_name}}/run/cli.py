@@ -196,8 +196,8 @@ class DataExampleCLI(ExampleCLI):
 
     def before_fit(self) -> None:
         """Refuse a batch size that does not split over the processes before they start."""
-        super().before_fit()
         per_process(self.config.fit.data.batch_size, self.trainer.world_size)
+        super().before_fit()
 
     def before_instantiate_classes(self) -> None:
         """Refuse a predict that could not use the checkpoint, or a predict file elsewhere."""
