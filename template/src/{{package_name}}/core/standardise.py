@@ -1,8 +1,6 @@
-"""Standardised inputs: ``(x - mean) / std`` per feature, with the training split's statistics.
-
-The statistics are buffers, so they move with the model, and are not saved in its state:
-the model's hyperparameters hold them, so a checkpoint alone rebuilds them. Imports only
-torch and the shapes module.
+"""Inputs standardised per feature, ``(x - mean) / std``, with the training split's
+statistics: buffers, so they move with the model, left out of its state, since the model's
+hyperparameters hold them. Imports only torch and the shapes module.
 """
 
 import torch
@@ -12,22 +10,20 @@ from .shapes import Float, Tensor, typechecked
 
 
 class Standardise(nn.Module):
-    feature_mean: Tensor
-    feature_std: Tensor
+    mean: Tensor
+    std: Tensor
 
     def __init__(
         self, num_features: int, mean: list[float] | None = None, std: list[float] | None = None
     ) -> None:
-        """``mean`` and ``std``: one value per feature (none: 0 and 1); another length is
-        refused, where it would broadcast."""
+        """Each feature's ``mean`` and ``std`` (none: 0 and 1); another length would broadcast."""
         super().__init__()
         for name, stats in (("feature_mean", mean), ("feature_std", std)):
             if stats is not None and len(stats) != num_features:
                 raise ValueError(f"{name} has {len(stats)} values, num_features={num_features}")
-        mean, std = mean or [0.0] * num_features, std or [1.0] * num_features
-        self.register_buffer("feature_mean", torch.tensor(mean), persistent=False)
-        self.register_buffer("feature_std", torch.tensor(std), persistent=False)
+        self.register_buffer("mean", torch.tensor(mean or [0.0] * num_features), persistent=False)
+        self.register_buffer("std", torch.tensor(std or [1.0] * num_features), persistent=False)
 
     @typechecked
     def forward(self, x: Float[Tensor, "*batch feature"]) -> Float[Tensor, "*batch feature"]:
-        return (x - self.feature_mean) / self.feature_std
+        return (x - self.mean) / self.std

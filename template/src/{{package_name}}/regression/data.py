@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..core.shapes import Float, Tensor
 from ..run import ranges
-from ..run.data import batches, checkpoint_hparams, column_stats, held_out, split
+from ..run.data import batches, checkpoint_hparams, column_stats, split
 from ..run.errors import UserError
 from .predict import PredictChunks
 from .table import Encoding, Missing, TableOptions, fit_encoding, read_header, read_table
@@ -29,7 +29,8 @@ else:
 
 class SplitRows(Dataset):
     """One split of a table: the whole table's tensors, shared by the splits so the data sits
-    in memory once, and this split's row indices. Indexed by a whole batch of positions."""
+    in memory once, and this split's row indices. Indexed by a whole batch of positions
+    (``split[:]``: every row, as tensors of their own)."""
 
     def __init__(
         self, features: Float[Tensor, "row feature"], target: Float[Tensor, " row"], rows: Tensor
@@ -39,14 +40,9 @@ class SplitRows(Dataset):
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __getitem__(self, index: int | Tensor) -> tuple[Tensor, Tensor]:
+    def __getitem__(self, index: int | slice | Tensor) -> tuple[Tensor, Tensor]:
         picked = self.rows[index]
         return self.features[picked], self.target[picked]
-
-    @property
-    def tensors(self) -> tuple[Tensor, Tensor]:
-        """This split's rows as tensors of their own (a copy)."""
-        return self.features[self.rows], self.target[self.rows]
 
 
 class RegressionData(L.LightningDataModule):
@@ -126,13 +122,13 @@ class RegressionData(L.LightningDataModule):
 
     def _split(self, rows: int, source: str) -> tuple[Tensor, Tensor]:
         """Validation and training rows, drawn at random with ``seed``."""
-        num_val = held_out(rows, self.val_fraction)
-        if rows - num_val < 1:
+        val, train = split(rows, self.val_fraction, torch.Generator().manual_seed(self.seed))
+        if not len(train):
             raise UserError(
                 f"{source}: {rows} data rows, and --data.val_fraction={self.val_fraction} "
-                f"holds out {num_val}, leaving none for training"
+                f"holds out {len(val)}, leaving none for training"
             )
-        return split(rows, num_val, torch.Generator().manual_seed(self.seed))
+        return val, train
 
     def train_dataloader(self) -> DataLoader:
         return batches(self.train_set, self.batch_size, self.trainer, True, self.seed)

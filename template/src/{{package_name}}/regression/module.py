@@ -59,8 +59,6 @@ class RegressionModule(L.LightningModule):
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
         self.learning_rate, self.weight_decay = learning_rate, weight_decay
         self.target_mean, self.target_std = target_mean, target_std
-        self.feature_columns: list[str] = list(feature_columns or [])
-        self.categories: dict[str, list[str]] = dict(categories or {})
         self.standardise = Standardise(num_features, feature_mean, feature_std)
         self.net = ScalarMLP(num_features, hidden_sizes, activation)
         self._compiled_net = compiled(self.net, backend=compile_backend) if compile else None

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..run.errors import UserError
-from ..run.tables import first_text_cell, numeric, reading
+from ..run.tables import first_text_cell, numeric, reading, text_column
 
 Missing = Literal["error", "drop"]
 
@@ -155,8 +155,7 @@ def read_table(
             numbers(column, name, path)  # refuses inf
             columns.append(name)
         else:
-            row, cell = first_text_cell(column)
-            left_out.append(f"{name} (text: {cell!r} in data row {row})")
+            left_out.append(text_column(column))
     if not columns:
         raise UserError(
             f"{path}: no feature column besides the target {target!r}; left out: "

@@ -54,17 +54,14 @@ class ExampleCLI(LightningCLI):
     :class:`CheckpointFiles` (atomic writes, checked reads). An example overrides the class
     attributes below and starts with :meth:`launch`."""
 
-    notices: tuple[str, ...] = ()
-    """Message patterns of Lightning's hints that do not apply, hidden while it runs."""
-    guarded_steps = 50
-    """Training steps under the broadcast guard."""
+    notices: tuple[str, ...] = ()  # patterns of Lightning's hints that do not apply here
+    guarded_steps = 50  # training steps under the broadcast guard
+    # --checkpoint.* defaults: the best epoch by val_loss and the last (--ckpt_path last)
     checkpoint_defaults: dict[str, Any] = {
         "monitor": "val_loss",
         "filename": "best-{epoch}-{val_loss:.4f}",
         "save_last": True,
     }
-    """``--checkpoint.*`` defaults: the best epoch by val_loss and the last, where
-    ``--ckpt_path last`` looks."""
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         """Every parser, main and subcommand, is a :class:`OneLineErrorParser`; Lightning
@@ -199,8 +196,8 @@ class DataExampleCLI(ExampleCLI):
 
     def before_fit(self) -> None:
         """Refuse a batch size that does not split over the processes before they start."""
-        super().before_fit()
         per_process(self.config.fit.data.batch_size, self.trainer.world_size)
+        super().before_fit()
 
     def before_instantiate_classes(self) -> None:
         """Refuse a predict that could not use the checkpoint, or a predict file elsewhere."""

@@ -1,10 +1,7 @@
-"""What the examples' data modules share: the held-out share, a seeded split, the training
-split's feature statistics, the batches each process loads, the model a predict run reads
-its columns from, and where it writes.
-
-Epoch ``k``'s training order is seeded by ``seed + k`` alone, so a resumed run sees the
-batches an uninterrupted one would; a batch size counts an optimizer step's items over
-every process, so N processes take the batches one would.
+"""What the examples' data modules share: a seeded split, the training split's statistics,
+each process's batches (epoch ``k``'s order seeded by ``seed + k`` alone, so a resumed run
+sees an uninterrupted one's; a batch size counts the items of a step over every process, so
+N processes take one's batches), the columns a predict run reads, and where it writes.
 """
 
 import math
@@ -26,16 +23,12 @@ def positions(count: int) -> torch.dtype:
     return torch.int32 if count <= torch.iinfo(torch.int32).max else torch.int64
 
 
-def held_out(count: int, val_fraction: float) -> int:
-    """How many of ``count`` items validation holds: ``val_fraction`` of them, at least 1."""
-    return max(1, round(val_fraction * count))
-
-
 def split(
-    count: int, num_val: int, generator: torch.Generator
+    count: int, val_fraction: float, generator: torch.Generator, most: int | None = None
 ) -> tuple[Int[Tensor, " val"], Int[Tensor, " train"]]:
-    """Positions ``0 .. count - 1`` in an order drawn from ``generator``: the first
-    ``num_val`` for validation, the rest for training."""
+    """Positions ``0 .. count - 1`` in an order drawn from ``generator``: ``val_fraction`` of
+    them for validation, at least 1 and at most ``most``, the rest for training."""
+    num_val = min(max(1, round(val_fraction * count)), count if most is None else most)
     order = torch.randperm(count, generator=generator, dtype=positions(count))
     return order[:num_val], order[num_val:]
 
@@ -75,11 +68,10 @@ def batches(
 
 
 class ShardBatches(DistributedSampler):
-    """The positions a ``DistributedSampler`` gives this process, as tensors of
-    ``batch_size``. It stays a ``DistributedSampler``, even in one process, so that Lightning
-    calls ``set_epoch`` on it and swaps in none of its own under DDP (a ``BatchSampler``
-    around one would hide both); the order is a tensor, several times smaller than the
-    parent's list of Python ints."""
+    """The positions a ``DistributedSampler`` gives this process, as tensors of ``batch_size``.
+    A ``DistributedSampler`` even in one process, so that Lightning calls ``set_epoch`` on it
+    and swaps in none of its own (a ``BatchSampler`` around one would hide both); the order
+    is a tensor, several times smaller than the parent's list of Python ints."""
 
     def __init__(self, dataset: Dataset, batch_size: int, *args: Any) -> None:
         super().__init__(dataset, *args)

@@ -55,3 +55,9 @@ def first_text_cell(column: pd.Series) -> tuple[int, str]:
     text = np.flatnonzero(column.notna().to_numpy() & parsed.isna().to_numpy())
     position = int(text[0]) if len(text) else 0
     return int(column.index[position]), str(column.iloc[position])
+
+
+def text_column(column: pd.Series) -> str:
+    """A left-out column, named with its first text cell (its index is the data row)."""
+    row, cell = first_text_cell(column)
+    return f"{column.name} (text: {cell!r} in data row {row})"

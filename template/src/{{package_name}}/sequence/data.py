@@ -30,9 +30,9 @@ from torch.utils.data import DataLoader, Dataset
 from ..core.masks import real_steps
 from ..core.shapes import Bool, Float, Int, Tensor
 from ..run import ranges
-from ..run.data import batches, checkpoint_hparams, column_stats, held_out, split
+from ..run.data import batches, checkpoint_hparams, column_stats, split
 from ..run.errors import UserError
-from ..run.tables import first_text_cell, numeric, reading
+from ..run.tables import numeric, reading, text_column
 
 SHIPPED = Path(__file__).with_name("japanese_vowels.csv.gz")
 Missing = Literal["error", "drop"]
@@ -45,12 +45,6 @@ table, for predict)."""
 
 def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
-
-
-def _text(column: pd.Series) -> str:
-    """A column named with its first text cell, so that a typo in a numeric column shows."""
-    row, cell = first_text_cell(column)
-    return f"{column.name!r} (text: {cell!r} in data row {row + 1})"
 
 
 def read_sequences(
@@ -73,7 +67,7 @@ def read_sequences(
     except ImportError:  # pandas found no Parquet engine
         hint = "Parquet needs pyarrow or fastparquet: pip install -e '.[parquet]'"
         raise UserError(f"{path}: {hint}") from None
-    frame = frame.reset_index(drop=True)  # positions, whatever index a Parquet file kept
+    frame.index = pd.RangeIndex(1, len(frame) + 1)  # data rows, whatever a Parquet file kept
     named = [column for column in (sequence, order, target) if column is not None]
     if len(set(named)) < len(named):
         raise UserError(f"--data.sequence, --data.order and --data.target name {named}: one each")
@@ -82,7 +76,7 @@ def read_sequences(
         feature_columns = [str(c) for c in others if pd.api.types.is_numeric_dtype(frame[c])]
         if not feature_columns:
             raise UserError(f"{path}: no numeric column left for features besides {named}")
-        left_out = [_text(frame[c]) for c in others if not pd.api.types.is_numeric_dtype(frame[c])]
+        left_out = [text_column(frame[c]) for c in others if str(c) not in feature_columns]
         rank_zero_info(
             f"{path}: {len(feature_columns)} feature columns"
             + (f"; left out: {', '.join(left_out)}" if left_out else "")
@@ -115,7 +109,7 @@ def read_sequences(
             )
     if order is not None:
         if not numeric(frame[order]):
-            text = _text(frame[order])
+            text = text_column(frame[order])
             raise UserError(f"{path}: --data.order column {text}; steps are ordered by numbers")
         if len(repeated := frame.loc[frame.duplicated(subset=[sequence, order])]):
             raise UserError(
@@ -229,8 +223,7 @@ class SequenceData(L.LightningDataModule):
                     f"{path}: class {name!r} has a single sequence; every class needs one "
                     "to train on and one to validate"
                 )
-            num_val = min(len(members) - 1, held_out(len(members), val_fraction))
-            held, kept = split(len(members), num_val, generator)
+            held, kept = split(len(members), val_fraction, generator, len(members) - 1)
             val += members[held].tolist()
             train += members[kept].tolist()
         return sorted(val), sorted(train)
@@ -244,13 +237,9 @@ class SequenceData(L.LightningDataModule):
     def predict_dataloader(self) -> DataLoader:
         """The predict table's sequences, in the table's order, each with its position."""
         assert self.predict_csv is not None
+        columns = checkpoint_hparams(self.trainer)["feature_columns"]
         self.predicted_names, steps, _, _ = read_sequences(
-            self.predict_csv,
-            self.sequence,
-            self.order,
-            None,
-            self.missing,
-            checkpoint_hparams(self.trainer)["feature_columns"],
+            self.predict_csv, self.sequence, self.order, None, self.missing, columns
         )
         if not steps:
             raise UserError(f"{self.predict_csv}: no sequence to predict")

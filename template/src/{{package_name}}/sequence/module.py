@@ -127,7 +127,6 @@ class SequenceClassifier(L.LightningModule):
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
         self.classes: list[Any] = list(classes or range(2))
-        self.feature_columns: list[str] = list(feature_columns or [])
         if width % heads:
             raise UserError(f"--model.width {width} does not split into {heads} heads")
         self.standardise = Standardise(num_features, feature_mean, feature_std)

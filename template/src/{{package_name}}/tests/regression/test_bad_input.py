@@ -70,6 +70,10 @@ ROWS: dict[str, tuple[tuple[str | None, list[str]], str]] = {
         (GOOD, [*CSV, "--data.val_fraction=0.9"]),
         r"t\.csv: 3 data rows, and --data.val_fraction=0.9 holds out 3, leaving none",
     ),
+    "batch_size_over_processes": (
+        (None, ["--trainer.accelerator=cpu", "--trainer.devices=2", "--data.batch_size=255"]),
+        r"^error: --data\.batch_size 255 does not split over 2 processes$",
+    ),
     "categorical_not_a_column": (
         (GOOD, [*CSV, "--data.categorical=[town]"]),
         r"--data\.categorical names \['town'\], not columns of \['a', 'y'\]$",

@@ -153,10 +153,15 @@ REFUSALS = {
     "text_order": (
         [["s1", "a", "up", 1, 0], ["s1", "b", "up", 1, 1]],
         [],
-        r"--data\.order column 't' \(text: 'a' in data row 1\)",
+        r"--data\.order column t \(text: 'a' in data row 1\)",
     ),
     "heads_do_not_split_width": (_two_classes(), ["--model.heads=3"], r"16 does not split into 3"),
     "batch_size_zero": (_two_classes(), ["--data.batch_size=0"], r"int >= 1: 0 is out of range$"),
+    "batch_size_over_processes": (
+        _two_classes(),
+        ["--trainer.accelerator=cpu", "--trainer.devices=2", "--data.batch_size=3"],
+        r"--data\.batch_size 3 does not split over 2 processes$",
+    ),
     "target_is_the_sequence": (_two_classes(), ["--data.target=id"], r"name \['id', 't', 'id'\]"),
     "class_of_one_sequence": (
         [["s1", 0, "up", 1, 0], ["s2", 0, "up", 1, 0], ["s3", 0, "down", 1, 0]],
