@@ -58,8 +58,9 @@ def read_sequences(
     """Each sequence's name, steps and label (none without a ``target``), and the feature
     columns of a long table, or a :class:`UserError` naming what is wrong. The features are
     ``feature_columns`` (a checkpoint's, for predict), or else every other numeric column."""
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
+    if not path.is_file():  # the table to predict comes with its checkpoint's feature columns
+        option = "--data.csv_path" if feature_columns is None else "--data.predict_csv"
+        raise UserError(f"{option} {path}: no such file")
     parquet = path.suffix == ".parquet"
     try:
         with reading(path):
