@@ -241,11 +241,13 @@ def test_gathered_validation_counts_each_sequence_once_in_order(world: int) -> N
 def test_every_class_is_in_both_splits_whatever_the_seed(tmp_path: Path, seed: int) -> None:
     """Ten classes of five sequences: each class puts round(5 * 0.2) = 1 in validation."""
     rows = [[f"s{c}_{i}", 0, f"c{c}", c + 0.1 * i, i] for c in range(10) for i in range(5)]
-    data = SequenceData(_table(tmp_path / "t.csv", rows), "label", "id", "t", seed=seed)
+    table = _table(tmp_path / "t.csv", rows)
+    data = SequenceData(table, "label", "id", "t", seed=seed)
     assert sorted(label for _, label in data.val_set) == list(range(10))
     assert sorted({label for _, label in data.train_set}) == list(range(10))
     assert len(data.train_set) == 40
-    summary = _fit(tmp_path / "run", *TINY, f"--data.seed={seed}", "--trainer.max_epochs=1")
+    flags = [f"--data.csv_path={table}", "--data.target=label", "--data.sequence=id"]
+    summary = _fit(tmp_path / "run", *TINY, *flags, "--data.order=t", f"--data.seed={seed}")
     assert 0.0 <= summary["val_accuracy"] <= 1.0
 
 
