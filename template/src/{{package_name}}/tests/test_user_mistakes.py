@@ -1,9 +1,7 @@
-"""The same mistake gets the same answer from every example: one ``error:`` line, exit status
-2, no traceback, nothing trained. ``MISTAKES`` has a row per mistake and a column per example:
-the arguments after ``fit --config configs/<example>.yaml``, or, when the first names a module
-(``ppo.plot``), that module's command line; or why the example cannot make the mistake. A render
-without an example skips its column. A range is its type's (``run/ranges.py``): ``--help``
-shows it, and the class built in Python refuses a value outside it."""
+"""The same mistake gets the same answer in every example: one ``error:`` line, exit 2, no
+traceback, nothing trained. A row per mistake, a column per example (skipped where the render has
+none): the arguments after ``fit --config configs/<example>.yaml``, a module's command line
+(``ppo.plot ...``), or why the example cannot make the mistake. Ranges: ``run/ranges.py``."""
 
 import runpy
 import sys
@@ -123,4 +121,3 @@ def test_help_shows_each_range_in_numbers(capsys: pytest.CaptureFixture[str], ex
         main(["fit", "--help"])
     shown = " ".join(capsys.readouterr().out.split())  # as one line: the help is wrapped
     assert exited.value.code == 0 and f"(type: {HELP[example]}, default:" in shown
-    assert "type: int_" not in shown and "type: float_" not in shown  # generated names

@@ -79,10 +79,7 @@ ROWS: dict[str, tuple[tuple[str | None, list[str]], str]] = {
         r"--data\.categorical names \['town'\], not columns of \['a', 'y'\]$",
     ),
     "categorical_target": ((GOOD, [*CSV, "--data.categorical=[y]"]), r"lists the target 'y'$"),
-    "max_levels_below_one": (
-        (GOOD, [*CSV, "--data.max_levels=0"]),
-        r"^error: Parser key \"data\.max_levels\": Not of type int >= 1: 0 is out of range$",
-    ),
+    "max_levels_below_one": ((GOOD, [*CSV, "--data.max_levels=0"]), r"int >= 1: 0 is out of"),
     "decimal_is_sep": (
         (GOOD, [*CSV, "--data.decimal=,"]),
         r"^error: --data\.decimal ',' is also --data\.sep; they must differ$",
