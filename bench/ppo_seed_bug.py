@@ -29,8 +29,7 @@ def main() -> None:
     checked_error = _error(cli, [*args, f"--trainer.default_root_dir={root / 'checked'}"])
     with shapes.checks_disabled():
         guard_error = _error(cli, [*args, f"--trainer.default_root_dir={root / 'guarded'}"])
-        guard = cli.BroadcastGuardCallback
-        cli.BroadcastGuardCallback = lambda steps: guard(steps=0)
+        cli.PPOCLI.guarded_steps = 0  # the guard off too
         cli.main([*args, f"--trainer.default_root_dir={root / 'unchecked'}"])
     (summary_path,) = (root / "unchecked").rglob("summary.json")
     summary = json.loads(summary_path.read_text())

@@ -29,6 +29,7 @@ from ..core.policy_gradient import (
     value_loss,
 )
 from ..core.shapes import Float, Scalar, Tensor, typechecked
+from ..run import ranges
 from ..run.errors import UserError
 from .agent import ActorCritic
 from .envs import Vectorization, make_vector_env
@@ -87,31 +88,31 @@ class PPOModule(L.LightningModule):
     def __init__(
         self,
         env_id: str = "CartPole-v1",
-        num_envs: int = 1,
+        num_envs: ranges.PositiveInt = 1,
         vectorization: Vectorization = "sync",
-        num_steps: int = 2048,
-        total_env_steps: int = 1_000_000,
-        learning_rate: float = 3e-4,
+        num_steps: ranges.PositiveInt = 2048,
+        total_env_steps: ranges.PositiveInt = 1_000_000,
+        learning_rate: ranges.PositiveFloat = 3e-4,
         anneal_lr: bool = False,
-        gamma: float = 0.99,
-        gae_lambda: float = 0.95,
-        update_epochs: int = 10,
-        num_minibatches: int = 32,
+        gamma: ranges.ClosedUnitInterval = 0.99,
+        gae_lambda: ranges.ClosedUnitInterval = 0.95,
+        update_epochs: ranges.PositiveInt = 10,
+        num_minibatches: ranges.PositiveInt = 32,
         norm_advantages: bool = True,
-        clip_coef: float = 0.2,
+        clip_coef: ranges.PositiveFloat = 0.2,
         anneal_clip: bool = False,
-        value_clip_coef: float | None = None,
-        entropy_coef: float = 0.0,
-        value_coef: float = 0.5,
-        max_grad_norm: float = 0.5,
-        target_kl: float | None = None,
-        hidden_sizes: Sequence[int] = (64, 64),
-        reward_scale: float = 1.0,
-        eval_every_env_steps: int = 25_000,
-        eval_episodes: int = 10,
-        eval_seed: int = 10_000_000,
+        value_clip_coef: ranges.PositiveFloat | None = None,
+        entropy_coef: ranges.NonNegativeFloat = 0.0,
+        value_coef: ranges.NonNegativeFloat = 0.5,
+        max_grad_norm: ranges.PositiveFloat = 0.5,
+        target_kl: ranges.PositiveFloat | None = None,
+        hidden_sizes: Sequence[ranges.PositiveInt] = (64, 64),
+        reward_scale: ranges.PositiveFloat = 1.0,
+        eval_every_env_steps: ranges.NonNegativeInt = 25_000,
+        eval_episodes: ranges.PositiveInt = 10,
+        eval_seed: ranges.NonNegativeInt = 10_000_000,
         solved_return: float | None = None,
-        torch_threads: int | None = 1,
+        torch_threads: ranges.PositiveInt | None = 1,
         compile: bool = False,
         compile_backend: str = "inductor",
     ) -> None:
@@ -148,19 +149,10 @@ class PPOModule(L.LightningModule):
             compile: Run the actor and critic through ``torch.compile``, shapes still checked.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` starts quickly.
         """
+        ranges.check(PPOModule.__init__, locals())
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
         self.automatic_optimization = False
-        counts = {
-            "num_envs": num_envs,
-            "num_steps": num_steps,
-            "num_minibatches": num_minibatches,
-            "update_epochs": update_epochs,
-            "eval_episodes": eval_episodes,
-        }
-        for name, count in counts.items():
-            if count < 1:
-                raise UserError(f"--model.{name} must be at least 1, got {count}")
         self.rollout_size = num_envs * num_steps
         if self.rollout_size % num_minibatches:
             raise UserError(

@@ -9,15 +9,16 @@ import csv
 import sys
 from pathlib import Path
 
+from ..run.errors import UserError, user_errors
+
 
 def plot_learning_curve(log_dir: Path, window: int = 20) -> Path:
+    source = log_dir / "episodes.csv"
+    if not source.is_file():
+        raise UserError(f"{source}: no such file; is {log_dir} a PPO run's log dir?")
     import matplotlib.pyplot as plt
 
     plt.switch_backend("Agg")  # files only, no window
-
-    source = log_dir / "episodes.csv"
-    if not source.is_file():
-        raise FileNotFoundError(f"{source}: no such file; is {log_dir} a PPO run's log dir?")
     with source.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     steps = [int(row["env_step"]) for row in rows]
@@ -41,5 +42,6 @@ def plot_learning_curve(log_dir: Path, window: int = 20) -> Path:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit(f"usage: python -m {__package__}.plot RUN_LOG_DIR")  # the real package
-    print(plot_learning_curve(Path(sys.argv[1])))
+        sys.exit(f"usage: python -m {__package__}.plot RUN_LOG_DIR")
+    with user_errors():
+        print(plot_learning_curve(Path(sys.argv[1])))

@@ -2,52 +2,35 @@
 and a new CSV to predict from a checkpoint.
 
 Data is read and split when the module is built, so a bad path or column fails before any
-training and the CLI can hand the model what the data says. Epoch ``k``'s training order
-is seeded by ``seed + k`` alone, so a resumed run sees the batches an uninterrupted one
-would; ``batch_size`` counts an optimizer step's rows over every process, so N processes
-take the batches one would.
+training and the CLI can hand the model what the data says. The split, the statistics and
+the batches are ``run/data.py``'s.
 """
 
-import math
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_info
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, Dataset
 
 from ..core.shapes import Float, Tensor
+from ..run import ranges
+from ..run.data import batches, checkpoint_hparams, column_stats, split
 from ..run.errors import UserError
-from .module import RegressionModule
 from .predict import PredictChunks
 from .table import Encoding, Missing, TableOptions, fit_encoding, read_header, read_table
 
-
-def _positions(count: int) -> torch.dtype:
-    """4-byte row positions where they fit (a narrow table holds nearly as many bytes of
-    indices as of data); ``randperm`` draws the same permutation in either type."""
-    return torch.int32 if count <= torch.iinfo(torch.int32).max else torch.int64
-
-
-def _column_stats(values: Tensor, rows: Tensor, chunk: int = 8192) -> tuple[Tensor, Tensor]:
-    """Mean and standard deviation of ``values[rows]``, in float64 a chunk of rows at a time
-    so that a large table is never copied whole; 1 where the deviation is zero or undefined."""
-    total = torch.zeros(values.shape[1:], dtype=torch.float64)
-    for part in rows.split(chunk):
-        total += values[part].double().sum(dim=0)
-    mean = total / len(rows)
-    squares = torch.zeros_like(total)
-    for part in rows.split(chunk):
-        squares += ((values[part].double() - mean) ** 2).sum(dim=0)
-    std = (squares / max(len(rows) - 1, 1)).sqrt().float()
-    return mean.float(), torch.where(std > 0, std, torch.ones_like(std))
+if TYPE_CHECKING:
+    SyntheticWidth = int
+else:
+    SyntheticWidth = ranges.number_range(int, 5)  # the synthetic target reads the first five
 
 
 class SplitRows(Dataset):
     """One split of a table: the whole table's tensors, shared by the splits so the data sits
-    in memory once, and this split's row indices. Indexed by a whole batch of positions."""
+    in memory once, and this split's row indices. Indexed by a whole batch of positions
+    (``split[:]``: every row, as tensors of their own)."""
 
     def __init__(
         self, features: Float[Tensor, "row feature"], target: Float[Tensor, " row"], rows: Tensor
@@ -57,14 +40,9 @@ class SplitRows(Dataset):
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __getitem__(self, index: int | Tensor) -> tuple[Tensor, Tensor]:
+    def __getitem__(self, index: int | slice | Tensor) -> tuple[Tensor, Tensor]:
         picked = self.rows[index]
         return self.features[picked], self.target[picked]
-
-    @property
-    def tensors(self) -> tuple[Tensor, Tensor]:
-        """This split's rows as tensors of their own (a copy)."""
-        return self.features[self.rows], self.target[self.rows]
 
 
 class RegressionData(L.LightningDataModule):
@@ -75,15 +53,15 @@ class RegressionData(L.LightningDataModule):
         predict_csv: Path | None = None,
         missing: Missing = "error",
         categorical: list[str] | None = None,
-        max_levels: int = 32,
+        max_levels: ranges.PositiveInt = 32,
         sep: str = ",",
         thousands: str | None = None,
         decimal: str = ".",
-        synthetic_samples: int = 8192,
-        synthetic_features: int = 8,
-        synthetic_noise: float = 0.1,
-        val_fraction: float = 0.2,
-        batch_size: int = 256,
+        synthetic_samples: ranges.PositiveInt = 8192,
+        synthetic_features: SyntheticWidth = 8,
+        synthetic_noise: ranges.NonNegativeFloat = 0.1,
+        val_fraction: ranges.OpenUnitInterval = 0.2,
+        batch_size: ranges.PositiveInt = 256,
         seed: int = 0,
     ) -> None:
         """
@@ -101,20 +79,17 @@ class RegressionData(L.LightningDataModule):
             thousands: Thousands mark in numbers (``","`` reads ``"1,234"``); none by default.
             decimal: Decimal mark (``","`` for ``"3,5"``), not ``sep`` nor ``thousands``.
             synthetic_samples: Rows of the synthetic set.
-            synthetic_features: Input columns of the synthetic set (at least 5).
+            synthetic_features: Input columns of the synthetic set.
             synthetic_noise: Standard deviation of the synthetic target's noise.
             val_fraction: Share of rows held out for validation, drawn at random.
             batch_size: Rows per optimizer step over all processes: each of N loads 1/N.
             seed: Seed of the synthetic data, the split and every epoch's training order.
         """
+        ranges.check(RegressionData.__init__, locals())
         super().__init__()
         if (csv_path is None) != (target is None):
             raise UserError("--data.csv_path and --data.target go together: give both or neither")
-        if not 0.0 < val_fraction < 1.0:
-            raise UserError(f"--data.val_fraction must be in (0, 1), got {val_fraction}")
-        if max_levels < 1:
-            raise UserError(f"--data.max_levels must be at least 1, got {max_levels}")
-        self.batch_size, self.seed = batch_size, seed
+        self.batch_size, self.seed, self.val_fraction = batch_size, seed, val_fraction
         self.options = TableOptions(sep=sep, thousands=thousands, decimal=decimal)
         self.predict_csv = None if predict_csv is None else Path(predict_csv)
         if self.predict_csv is not None:
@@ -126,11 +101,11 @@ class RegressionData(L.LightningDataModule):
                 synthetic_samples, synthetic_features, synthetic_noise, seed
             )
             encoding = Encoding([f"x{index}" for index in range(x.shape[1])], {})
-            val_rows, train_rows = self._split(len(y), val_fraction, "--data.synthetic_samples")
+            val_rows, train_rows = self._split(len(y), "--data.synthetic_samples")
         else:
             path, categorical = Path(csv_path), list(categorical or [])
             frame, columns, summary = read_table(path, target, self.options, categorical, missing)
-            val_rows, train_rows = self._split(len(frame), val_fraction, str(csv_path))
+            val_rows, train_rows = self._split(len(frame), str(csv_path))
             train = frame.iloc[train_rows.numpy()]
             encoding, capped = fit_encoding(train, columns, categorical, max_levels)
             x = torch.from_numpy(encoding.encode(frame, path)[0])
@@ -140,76 +115,33 @@ class RegressionData(L.LightningDataModule):
         # What the model is built from (RegressionCLI.from_data), and a checkpoint keeps.
         self.num_features = x.shape[1]
         self.feature_columns, self.categories = encoding.columns, encoding.categories
-        self.feature_mean, self.feature_std = (s.tolist() for s in _column_stats(x, train_rows))
-        self.target_mean, self.target_std = map(float, _column_stats(y, train_rows))
+        self.feature_mean, self.feature_std = (s.tolist() for s in column_stats(x, train_rows))
+        self.target_mean, self.target_std = map(float, column_stats(y, train_rows))
         # Raw features: the model standardises them itself, so predict can feed raw rows.
         self.train_set, self.val_set = SplitRows(x, y, train_rows), SplitRows(x, y, val_rows)
 
-    def _split(self, rows: int, val_fraction: float, source: str) -> tuple[Tensor, Tensor]:
-        num_val = max(1, round(val_fraction * rows))
-        if rows - num_val < 1:
+    def _split(self, rows: int, source: str) -> tuple[Tensor, Tensor]:
+        """Validation and training rows, drawn at random with ``seed``."""
+        val, train = split(rows, self.val_fraction, torch.Generator().manual_seed(self.seed))
+        if not len(train):
             raise UserError(
-                f"{source}: {rows} data rows, and --data.val_fraction={val_fraction} holds "
-                f"out {num_val}, leaving none for training"
+                f"{source}: {rows} data rows, and --data.val_fraction={self.val_fraction} "
+                f"holds out {len(val)}, leaving none for training"
             )
-        generator = torch.Generator().manual_seed(self.seed)
-        order = torch.randperm(rows, generator=generator, dtype=_positions(rows))
-        return order[:num_val], order[num_val:]
+        return val, train
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, True)
+        return batches(self.train_set, self.batch_size, self.trainer, True, self.seed)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, False)
+        return batches(self.val_set, self.batch_size, self.trainer, False, self.seed)
 
     def predict_dataloader(self) -> DataLoader:
         """``--data.predict_csv`` in chunks, encoded as the checkpoint's model says."""
         assert self.predict_csv is not None, "the CLI refuses a predict without the file"
-        model = self.trainer.lightning_module if self.trainer else None
-        if not isinstance(model, RegressionModule) or not model.feature_columns:
-            raise UserError("the checkpoint does not say which columns its model reads")
-        encoding = Encoding(model.feature_columns, model.categories)
+        hp = checkpoint_hparams(self.trainer)
+        encoding = Encoding(hp["feature_columns"], hp["categories"] or {})
         return DataLoader(PredictChunks(self.predict_csv, encoding, self.options), batch_size=None)
-
-    def _loader(self, rows: SplitRows, shuffle: bool) -> DataLoader:
-        world = self.trainer.world_size if self.trainer else 1
-        rank = self.trainer.global_rank if self.trainer else 0
-        if self.batch_size % world:
-            raise ValueError(
-                f"--data.batch_size={self.batch_size} does not split evenly over {world} processes"
-            )
-        batches = ShardBatches(rows, self.batch_size // world, world, rank, shuffle, self.seed)
-        return DataLoader(rows, sampler=batches, batch_size=None)  # each item a whole batch
-
-
-class ShardBatches(DistributedSampler):
-    """The rows a ``DistributedSampler`` gives this process, as index tensors of
-    ``batch_size``: a per-row sampler would cost a ``__getitem__`` per row and a collate per
-    batch. It stays a ``DistributedSampler`` so that Lightning calls ``set_epoch`` on it and
-    swaps in none of its own under DDP (a ``BatchSampler`` around one would hide both); the
-    order is a tensor, several times smaller than the parent's list of Python ints."""
-
-    def __init__(self, rows: SplitRows, batch_size: int, *args: Any) -> None:
-        super().__init__(rows, *args)
-        self.batch_size = batch_size
-
-    def __iter__(self) -> Iterator[Tensor]:  # pyright: ignore[reportIncompatibleMethodOverride]
-        # A generator, so the order is drawn at the first batch, after Lightning's
-        # set_epoch: a resumed run makes its iterator before that call.
-        count = len(self.dataset)  # type: ignore[arg-type]
-        if self.shuffle:
-            generator = torch.Generator().manual_seed(self.seed + self.epoch)
-            order = torch.randperm(count, generator=generator, dtype=_positions(count))
-        else:
-            order = torch.arange(count, dtype=_positions(count))
-        # The parent's order: padded by wrapping around to total_size, then every
-        # num_replicas-th position from this rank.
-        if self.num_replicas > 1:
-            order = order[torch.arange(self.rank, self.total_size, self.num_replicas) % count]
-        yield from order.split(self.batch_size)
-
-    def __len__(self) -> int:
-        return math.ceil(self.num_samples / self.batch_size)
 
 
 def make_synthetic_regression(
@@ -218,8 +150,6 @@ def make_synthetic_regression(
     """Seeded Gaussian inputs and a target that mixes a sine, a product, a square and a
     saturation of the first five, which a linear model cannot fit and an MLP can; features
     past the fifth are distractors."""
-    if num_features < 5:
-        raise ValueError(f"num_features must be at least 5, got {num_features}")
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(num_samples, num_features, generator=generator)
     # Summed in place, term by term, through one scratch column: the same numbers as the

@@ -7,18 +7,16 @@ are computed once per epoch over the whole split, gathered from every process un
 so they are those of a single process on the same weights.
 """
 
-import math
-
 import lightning as L
-import torch
-from einops import rearrange
-from torch.utils.data import DataLoader
 
 from ..core.losses import mse_loss
 from ..core.metrics import mean_absolute_error, r2_score
 from ..core.nets import Activation, ScalarMLP
 from ..core.shapes import Float, Tensor, compiled, typechecked
-from ..run.errors import UserError
+from ..core.standardise import Standardise
+from ..run import ranges
+from ..run.schedule import adamw_cosine
+from ..run.validation import Column, gathered
 from .predict import PredictChunk
 
 Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, " batch"]]
@@ -27,15 +25,15 @@ Batch = tuple[Float[Tensor, "batch feature"], Float[Tensor, " batch"]]
 class RegressionModule(L.LightningModule):
     def __init__(
         self,
-        num_features: int = 8,
-        hidden_sizes: tuple[int, ...] = (128, 128),
+        num_features: ranges.PositiveInt = 8,
+        hidden_sizes: tuple[ranges.PositiveInt, ...] = (128, 128),
         activation: Activation = "silu",
-        learning_rate: float = 3e-3,
-        weight_decay: float = 0.0,
+        learning_rate: ranges.PositiveFloat = 3e-3,
+        weight_decay: ranges.NonNegativeFloat = 0.0,
         target_mean: float = 0.0,
-        target_std: float = 1.0,
+        target_std: ranges.PositiveFloat = 1.0,
         feature_mean: list[float] | None = None,
-        feature_std: list[float] | None = None,
+        feature_std: list[ranges.PositiveFloat] | None = None,
         feature_columns: list[str] | None = None,
         categories: dict[str, list[str]] | None = None,
         compile: bool = False,
@@ -56,22 +54,12 @@ class RegressionModule(L.LightningModule):
             compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation
                 (quick to start, for tests).
         """
+        ranges.check(RegressionModule.__init__, locals())
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
         self.learning_rate, self.weight_decay = learning_rate, weight_decay
         self.target_mean, self.target_std = target_mean, target_std
-        self.feature_columns: list[str] = list(feature_columns or [])
-        self.categories: dict[str, list[str]] = dict(categories or {})
-        for name, stats in (("feature_mean", feature_mean), ("feature_std", feature_std)):
-            if stats is not None and len(stats) != num_features:
-                raise ValueError(f"{name} has {len(stats)} values, num_features={num_features}")
-        # Buffers, so they move with the model; not saved: the hyperparameters hold them.
-        mean, std = feature_mean or [0.0] * num_features, feature_std or [1.0] * num_features
-        self.feature_mean: Tensor
-        self.feature_std: Tensor
-        self.register_buffer("feature_mean", torch.tensor(mean), persistent=False)
-        self.register_buffer("feature_std", torch.tensor(std), persistent=False)
-
+        self.standardise = Standardise(num_features, feature_mean, feature_std)
         self.net = ScalarMLP(num_features, hidden_sizes, activation)
         self._compiled_net = compiled(self.net, backend=compile_backend) if compile else None
         self._val_predictions, self._val_targets = Column(), Column()
@@ -86,14 +74,14 @@ class RegressionModule(L.LightningModule):
 
     def _net_prediction(self, x: Float[Tensor, "batch feature"]) -> Float[Tensor, " batch"]:
         """The network's answer, in standard units: for standardised features."""
-        return (self._compiled_net or self.net)((x - self.feature_mean) / self.feature_std)
+        return (self._compiled_net or self.net)(self.standardise(x))
 
-    def _standardise(self, y: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
+    def _standard_target(self, y: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
         return (y - self.target_mean) / self.target_std
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         x, y = batch
-        loss = mse_loss(self._net_prediction(x), self._standardise(y))
+        loss = mse_loss(self._net_prediction(x), self._standard_target(y))
         # Summed here in float32 (a bf16 sum would stop growing), logged once an epoch: a
         # self.log call costs about a step's compute.
         self._train_loss_sum = self._train_loss_sum + loss.detach().float() * len(y)
@@ -107,10 +95,9 @@ class RegressionModule(L.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         prediction, target = self._val_predictions.take(), self._val_targets.take()
-        if self.trainer.world_size > 1:
-            prediction, target = self._gather(prediction), self._gather(target)
+        prediction, target = gathered(self, prediction), gathered(self, target)
         # Equal on every process by now; sync_dist only tells Lightning so.
-        loss = mse_loss(self._standardise(prediction), self._standardise(target))
+        loss = mse_loss(self._standard_target(prediction), self._standard_target(target))
         self.log("val_loss", loss, sync_dist=True)
         self.log("val_r2", r2_score(prediction, target), sync_dist=True)
         self.log("val_mae", mean_absolute_error(prediction, target), sync_dist=True)
@@ -120,58 +107,9 @@ class RegressionModule(L.LightningModule):
             self.log("train_loss", self._train_loss_sum / self._train_rows, sync_dist=True)
         self._train_loss_sum, self._train_rows = 0.0, 0
 
-    def _gather(self, values: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
-        """Every process's rows in the split's order: process ``r`` had rows ``r, r + world,
-        ...`` and, to even out the shards, a few repeats from the start, which the split's
-        length cuts off."""
-        gathered = self.all_gather(values)
-        assert isinstance(gathered, Tensor)
-        in_order = rearrange(gathered, "world batch -> (batch world)")
-        loader = self.trainer.val_dataloaders
-        if isinstance(loader, DataLoader):
-            in_order = in_order[: len(loader.dataset)]  # type: ignore[arg-type]
-        return in_order
-
     def predict_step(self, batch: PredictChunk, batch_idx: int) -> Float[Tensor, " batch"]:
         """Every row of the chunk; ``PredictionWriter`` empties those with a missing cell."""
         return self(batch.features)
 
     def configure_optimizers(self):
-        optimizer = torch.optim.AdamW(
-            self.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay
-        )
-        total_steps = self.trainer.estimated_stepping_batches
-        if not math.isfinite(total_steps):
-            raise UserError(
-                "the cosine schedule needs a length: set --trainer.max_epochs or "
-                "--trainer.max_steps"
-            )
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, max(1, int(total_steps)))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
-
-
-class Column:
-    """A split's values, a batch at a time: what a list of tensors and ``torch.cat`` do, in
-    one tensor that doubles when full, since thousands of small tensors fragment the heap and
-    grow the process. At least float32, so that metrics over bf16 are summed in full."""
-
-    def __init__(self) -> None:
-        self._values, self._length = torch.empty(0), 0  # float32: the narrowest it gets
-
-    def append(self, batch: Float[Tensor, " batch"]) -> None:
-        """Copy ``batch`` in after the values so far; a wider dtype widens the column."""
-        end = self._length + len(batch)
-        dtype = torch.promote_types(batch.dtype, self._values.dtype)
-        if end > len(self._values) or dtype != self._values.dtype:
-            grown = batch.new_empty(max(2 * end, 4096), dtype=dtype)
-            grown[: self._length] = self._values[: self._length]
-            self._values = grown
-        self._values[self._length : end] = batch
-        self._length = end
-
-    def take(self) -> Float[Tensor, " row"]:
-        """Every value appended, in order; the column starts empty again."""
-        if not self._length:
-            raise RuntimeError("take() before any append(): the split had no batches")
-        values, self._values, self._length = self._values[: self._length], torch.empty(0), 0
-        return values
+        return adamw_cosine(self, self.learning_rate, self.weight_decay)

@@ -16,8 +16,10 @@ from lightning.pytorch.callbacks import Callback
 from torch.utils.data import IterableDataset
 
 from ..core.shapes import Bool, Float, Tensor
+from ..run.data import predictions_csv
 from ..run.errors import UserError
-from .table import Encoding, TableOptions, read_csv, read_header, reading
+from ..run.tables import reading
+from .table import Encoding, TableOptions, read_csv, read_header
 
 CHUNK_ROWS = 65536
 
@@ -64,10 +66,9 @@ class PredictionWriter(Callback):
     incomplete rows and unseen levels at the end."""
 
     def on_predict_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.path = Path(trainer.log_dir or trainer.default_root_dir) / "predictions.csv"
+        self.path = predictions_csv(trainer)
         self.rows = self.incomplete = self.unseen = 0
         if trainer.is_global_zero:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.unlink(missing_ok=True)
 
     def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):

@@ -8,9 +8,7 @@ column shows. The reader's parse errors name file lines; a bad cell is named by 
 """
 
 import re
-import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -19,34 +17,9 @@ import numpy as np
 import pandas as pd
 
 from ..run.errors import UserError
+from ..run.tables import first_text_cell, numeric, reading, text_column
 
 Missing = Literal["error", "drop"]
-
-
-@contextmanager
-def reading(path: Path) -> Iterator[None]:
-    """Turn what pandas refuses while it reads ``path`` into a one-line UserError. With
-    ``index_col=False`` it drops the cells past the header's with only a warning: refused."""
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings(
-                "error", "Length of header or names does not match", pd.errors.ParserWarning
-            )
-            yield
-        return
-    except pd.errors.ParserWarning:
-        message = "a data line has more cells than the header; the cells past it would be lost"
-    except pd.errors.EmptyDataError:  # a ValueError: caught first
-        message = "the file is empty; it needs a header and data rows"
-    except UnicodeDecodeError as error:  # a ValueError too
-        message = f"not UTF-8 text ({error.reason} at byte {error.start})"
-    except (pd.errors.ParserError, ValueError) as error:
-        message = " ".join(str(error).split())
-        if fields := re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", message):
-            message = "file line {1} has {2} cells, the header has {0}".format(*fields.groups())
-        else:
-            message = f"the reader refused the file: {message}"
-    raise UserError(f"{path}: {message}")
 
 
 @dataclass(frozen=True)
@@ -101,8 +74,8 @@ class Encoding:
 def numbers(column: pd.Series, name: str, path: Path) -> np.ndarray:
     """The column as float64 (missing cells NaN), or a UserError naming its first text or
     ``inf`` cell by data row."""
-    if not column.empty and not _numeric(column):
-        row, cell = _first_text_cell(column)
+    if not column.empty and not numeric(column):
+        row, cell = first_text_cell(column)
         thousands = re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?", cell)
         fix = "; --data.thousands , reads 1,234.5" if thousands else ""
         raise UserError(f"{path}: data row {row}: column {name!r} has {cell!r}, not a number{fix}")
@@ -178,12 +151,11 @@ def read_table(
             columns.append(name)
         elif column.isna().all():
             left_out.append(f"{name} (empty)")
-        elif _numeric(column):
+        elif numeric(column):
             numbers(column, name, path)  # refuses inf
             columns.append(name)
         else:
-            row, cell = _first_text_cell(column)
-            left_out.append(f"{name} (text: {cell!r} in data row {row})")
+            left_out.append(text_column(column))
     if not columns:
         raise UserError(
             f"{path}: no feature column besides the target {target!r}; left out: "
@@ -233,15 +205,3 @@ def fit_encoding(
                 f"{rare} rows of rarer ones encode as all zeros"
             )
     return Encoding(columns=list(columns), categories=categories), capped
-
-
-def _numeric(column: pd.Series) -> bool:
-    """Whether pandas read ``column`` as numbers, not booleans (True/False cells are text)."""
-    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
-
-
-def _first_text_cell(column: pd.Series) -> tuple[int, str]:
-    parsed = pd.Series(pd.to_numeric(column, errors="coerce"))
-    text = np.flatnonzero(column.notna().to_numpy() & parsed.isna().to_numpy())
-    position = int(text[0]) if len(text) else 0  # booleans pass to_numeric: the first cell
-    return int(column.index[position]), str(column.iloc[position])

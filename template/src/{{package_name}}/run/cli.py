@@ -21,6 +21,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from .checkpoints import CheckpointFiles, check_hyperparameters, read
+from .data import per_process
 from .errors import UserError, user_errors
 from .guards import BroadcastGuardCallback, NonFiniteLocator
 from .summary import RunSummary
@@ -44,10 +45,23 @@ class OneLineErrorParser(LightningArgumentParser):
         super().error(" ".join(line for line in lines if line), ex)
 
 
+C = TypeVar("C", bound="ExampleCLI")
+
+
 class ExampleCLI(LightningCLI):
     """LightningCLI that checks a run's files before the subcommand starts: its folders can
     be written, and every checkpoint it reads or writes goes through
-    :class:`CheckpointFiles` (atomic writes, checked reads)."""
+    :class:`CheckpointFiles` (atomic writes, checked reads). An example overrides the class
+    attributes below and starts with :meth:`launch`."""
+
+    notices: tuple[str, ...] = ()  # patterns of Lightning's hints that do not apply here
+    guarded_steps = 50  # training steps under the broadcast guard
+    # --checkpoint.* defaults: the best epoch by val_loss and the last (--ckpt_path last)
+    checkpoint_defaults: dict[str, Any] = {
+        "monitor": "val_loss",
+        "filename": "best-{epoch}-{val_loss:.4f}",
+        "save_last": True,
+    }
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         """Every parser, main and subcommand, is a :class:`OneLineErrorParser`; Lightning
@@ -56,6 +70,12 @@ class ExampleCLI(LightningCLI):
         parser = OneLineErrorParser(**kwargs)
         parser.add_argument("-c", "--config", action=ActionConfigFile, help="A YAML config file.")
         return parser
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.set_defaults({f"checkpoint.{k}": v for k, v in self.checkpoint_defaults.items()})
+        parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
+        link_logs_to_run_root(parser)
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Check a ``--ckpt_path`` file as soon as it is named. LightningCLI reads the
@@ -127,8 +147,35 @@ class ExampleCLI(LightningCLI):
 
     before_fit = before_validate = before_test = before_predict = _check_run_files
 
-
-C = TypeVar("C", bound="DataExampleCLI")
+    @classmethod
+    def launch(
+        cls: type[C],
+        model_class: type,
+        data_class: type | None,
+        metrics: Sequence[str],
+        callbacks: Sequence[Callback],
+        args: list[str] | None,
+        package: str | None,
+        **trainer_defaults: Any,
+    ) -> C:
+        """Run the subcommand in ``args`` (default: the command line) as ``python -m
+        <package>``, with a run summary of ``metrics``, ``callbacks`` and the guards."""
+        guards = [BroadcastGuardCallback(cls.guarded_steps), NonFiniteLocator()]
+        trainer_defaults["callbacks"] = [RunSummary(metrics=metrics), *callbacks, *guards]
+        with processes_released(), user_errors(), quiet_third_parties(*cls.notices):
+            return cls(
+                model_class,
+                data_class,
+                seed_everything_default=0,
+                trainer_defaults=trainer_defaults,
+                save_config_kwargs={"overwrite": True},
+                # The usage and tip lines name the command as typed, not __main__.py.
+                parser_kwargs={
+                    "prog": f"python -m {package}",
+                    "predict": {"links_from_data": False},
+                },
+                args=args,
+            )
 
 
 class DataExampleCLI(ExampleCLI):
@@ -145,17 +192,12 @@ class DataExampleCLI(ExampleCLI):
         if getattr(parser, "links_from_data", True):
             for name in self.from_data:
                 parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
-        # The best epoch by val_loss and the last, where --ckpt_path last looks.
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
-        parser.set_defaults(
-            {
-                "checkpoint.monitor": "val_loss",
-                "checkpoint.filename": "best-{epoch}-{val_loss:.4f}",
-                "checkpoint.save_last": True,
-            }
-        )
-        parser.link_arguments("trainer.default_root_dir", "checkpoint.dirpath", checkpoint_dir)
-        link_logs_to_run_root(parser)
+        super().add_arguments_to_parser(parser)
+
+    def before_fit(self) -> None:
+        """Refuse a batch size that does not split over the processes before they start."""
+        per_process(self.config.fit.data.batch_size, self.trainer.world_size)
+        super().before_fit()
 
     def before_instantiate_classes(self) -> None:
         """Refuse a predict that could not use the checkpoint, or a predict file elsewhere."""
@@ -174,34 +216,6 @@ class DataExampleCLI(ExampleCLI):
         elif predict_file is None:
             raise UserError(
                 f"predict reads --data.predict_csv FILE: name the {self.predicted} to predict"
-            )
-
-    @classmethod
-    def launch(
-        cls: type[C],
-        model_class: type,
-        data_class: type,
-        metrics: Sequence[str],
-        callbacks: Sequence[Callback],
-        args: list[str] | None,
-        package: str | None,
-    ) -> C:
-        """Run the subcommand in ``args`` (default: the command line) as ``python -m
-        <package>``, with a run summary of ``metrics``, the guards and ``callbacks``."""
-        ours = [RunSummary(metrics=metrics), BroadcastGuardCallback(), NonFiniteLocator()]
-        with processes_released(), user_errors(), quiet_third_parties():
-            return cls(
-                model_class,
-                data_class,
-                seed_everything_default=0,
-                trainer_defaults={"callbacks": [*ours, *callbacks]},
-                save_config_kwargs={"overwrite": True},
-                # The usage and tip lines name the command as typed, not __main__.py.
-                parser_kwargs={
-                    "prog": f"python -m {package}",
-                    "predict": {"links_from_data": False},
-                },
-                args=args,
             )
 
 

@@ -6,7 +6,6 @@ FILE`` builds it from the checkpoint alone (``run.cli.DataExampleCLI``) and writ
 """
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -15,6 +14,7 @@ import torch
 from lightning.pytorch.callbacks import BasePredictionWriter, Callback
 
 from ..run.cli import DataExampleCLI
+from ..run.data import predictions_csv
 from ..run.errors import UserError
 from .data import SequenceData
 from .module import SequenceClassifier
@@ -38,8 +38,7 @@ class PredictionWriter(BasePredictionWriter):
             return
         assert isinstance(pl_module, SequenceClassifier)
         rows, predicted, confidence = map(torch.cat, zip(*predictions, strict=True))
-        path = Path(trainer.log_dir or trainer.default_root_dir) / "predictions.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = predictions_csv(trainer)
         pd.DataFrame(
             {
                 data.sequence: [data.predicted_names[row] for row in rows.tolist()],

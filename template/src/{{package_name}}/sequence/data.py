@@ -3,9 +3,10 @@ table (one row per step; ``docs/sequence.md``), by default the shipped Japanese 
 nine speakers saying /ae/, 640 utterances of 7 to 29 steps of 12 LPC cepstrum
 coefficients; the task is to name the speaker.
 
-Sequences are split at random, whole. A batch holds each sequence from its first step,
-zeros after its end, and ``keep`` saying which steps are real: every consumer takes that
-mask (``core/masks.py``), so padding can change nothing.
+Each class's sequences are split at random, whole, so every class is in both splits. A
+batch holds each sequence from its first step, zeros after its end, and ``keep`` saying
+which steps are real: every consumer takes that mask (``core/masks.py``), so padding can
+change nothing.
 
 The data: "Japanese Vowels" by M. Kudo, J. Toyama and M. Shimbo (Pattern Recognition
 Letters 20, 1999), from the UCI Machine Learning Repository
@@ -24,31 +25,26 @@ import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch.utilities import rank_zero_info
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader, Dataset
 
 from ..core.masks import real_steps
-from ..core.shapes import Bool, Float, Tensor
+from ..core.shapes import Bool, Float, Int, Tensor
+from ..run import ranges
+from ..run.data import batches, checkpoint_hparams, column_stats, split
 from ..run.errors import UserError
-from .module import Batch, SequenceClassifier
+from ..run.tables import numeric, reading, text_column
 
 SHIPPED = Path(__file__).with_name("japanese_vowels.csv.gz")
 Missing = Literal["error", "drop"]
+Batch = tuple[
+    Float[Tensor, "batch time feature"], Bool[Tensor, "batch time"], Int[Tensor, " batch"]
+]
+"""Padded features, the real steps, and each sequence's class index (or its row in the
+table, for predict)."""
 
 
 def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
-
-
-def _first_text(column: pd.Series, name: object) -> str:
-    """A left-out text column, named with its first cell that is not a number, so that a
-    typo in a numeric column shows."""
-    if pd.api.types.is_numeric_dtype(column):
-        return ""
-    numbers = pd.Series(pd.to_numeric(column, errors="coerce"))
-    cells = pd.Series(column.loc[numbers.isna() & column.notna()])
-    if cells.empty:
-        return ""
-    return f"{name} (text: {cells.iloc[0]!r} in data row {int(cells.index[0]) + 1})"
 
 
 def read_sequences(
@@ -62,18 +58,17 @@ def read_sequences(
     """Each sequence's name, steps and label (none without a ``target``), and the feature
     columns of a long table, or a :class:`UserError` naming what is wrong. The features are
     ``feature_columns`` (a checkpoint's, for predict), or else every other numeric column."""
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
+    if not path.is_file():  # the table to predict comes with its checkpoint's feature columns
+        option = "--data.csv_path" if feature_columns is None else "--data.predict_csv"
+        raise UserError(f"{option} {path}: no such file")
     parquet = path.suffix == ".parquet"
     try:
-        frame = pd.read_parquet(path) if parquet else pd.read_csv(path)
-    except (ValueError, OSError, ImportError, pd.errors.ParserError) as error:
-        if parquet and isinstance(error, ImportError):  # pandas found no Parquet engine
-            hint = "Parquet needs pyarrow or fastparquet: pip install -e '.[parquet]'"
-            raise UserError(f"{path}: {hint}") from None
-        reason = (str(error).splitlines() or [type(error).__name__])[0]
-        raise UserError(f"{path}: not a readable table ({reason})") from None
-    frame = frame.reset_index(drop=True)  # positions, whatever index a Parquet file kept
+        with reading(path):
+            frame = pd.read_parquet(path) if parquet else pd.read_csv(path)
+    except ImportError:  # pandas found no Parquet engine
+        hint = "Parquet needs pyarrow or fastparquet: pip install -e '.[parquet]'"
+        raise UserError(f"{path}: {hint}") from None
+    frame.index = pd.RangeIndex(1, len(frame) + 1)  # data rows, whatever a Parquet file kept
     named = [column for column in (sequence, order, target) if column is not None]
     if len(set(named)) < len(named):
         raise UserError(f"--data.sequence, --data.order and --data.target name {named}: one each")
@@ -82,7 +77,7 @@ def read_sequences(
         feature_columns = [str(c) for c in others if pd.api.types.is_numeric_dtype(frame[c])]
         if not feature_columns:
             raise UserError(f"{path}: no numeric column left for features besides {named}")
-        left_out = [note for column in others if (note := _first_text(frame[column], column))]
+        left_out = [text_column(frame[c]) for c in others if str(c) not in feature_columns]
         rank_zero_info(
             f"{path}: {len(feature_columns)} feature columns"
             + (f"; left out: {', '.join(left_out)}" if left_out else "")
@@ -114,7 +109,8 @@ def read_sequences(
                 f"{first!r} and {second!r}; the target is one label per sequence"
             )
     if order is not None:
-        if text := _first_text(frame[order], repr(order)):
+        if not numeric(frame[order]):
+            text = text_column(frame[order])
             raise UserError(f"{path}: --data.order column {text}; steps are ordered by numbers")
         if len(repeated := frame.loc[frame.duplicated(subset=[sequence, order])]):
             raise UserError(
@@ -143,9 +139,19 @@ def pad(
     return padded, real_steps(lengths, padded.shape[1])
 
 
-def collate(items: list[tuple[Tensor, int]]) -> Batch:
-    features, keep = pad([steps for steps, _ in items])
-    return features, keep, torch.tensor([label for _, label in items])
+class Sequences(Dataset):
+    """``(steps, label)`` items, indexed by a tensor of positions: a whole padded batch."""
+
+    def __init__(self, items: list[tuple[Tensor, int]]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: Tensor) -> Batch:
+        picked = [self.items[position] for position in index.tolist()]
+        features, keep = pad([steps for steps, _ in picked])
+        return features, keep, torch.tensor([label for _, label in picked])
 
 
 class SequenceData(L.LightningDataModule):
@@ -157,8 +163,8 @@ class SequenceData(L.LightningDataModule):
         order: str | None = None,
         predict_csv: Path | None = None,
         missing: Missing = "error",
-        val_fraction: float = 0.2,
-        batch_size: int = 32,
+        val_fraction: ranges.OpenUnitInterval = 0.2,
+        batch_size: ranges.PositiveInt = 32,
         seed: int = 0,
     ) -> None:
         """
@@ -174,15 +180,13 @@ class SequenceData(L.LightningDataModule):
                 feature columns the checkpoint was trained on, ``sequence`` and ``order``.
             missing: What a row with a missing or non-numeric value does: ``error`` refuses
                 the table, ``drop`` leaves the row out.
-            val_fraction: Share of sequences held out for validation, drawn at random.
+            val_fraction: Share of each class's sequences held out for validation, drawn at
+                random: at least 1 and all but 1 of the class's.
             batch_size: Sequences per optimizer step, over all processes together.
             seed: Seed of the train/validation split and of every epoch's training order.
         """
+        ranges.check(SequenceData.__init__, locals())
         super().__init__()
-        if not 0.0 < val_fraction < 1.0:
-            raise UserError(f"--data.val_fraction must be in (0, 1), got {val_fraction}")
-        if batch_size < 1:
-            raise UserError(f"--data.batch_size must be at least 1, got {batch_size}")
         self.sequence, self.order, self.batch_size, self.seed = sequence, order, batch_size, seed
         self.missing: Missing = missing
         self.predict_csv = Path(predict_csv) if predict_csv else None
@@ -191,45 +195,52 @@ class SequenceData(L.LightningDataModule):
         path = SHIPPED if csv_path is None else Path(csv_path)
         if csv_path is None and order is None:
             order = "step"  # the shipped table's; left unnamed, it would be read as a feature
-        names, steps, labels, self.feature_columns = read_sequences(
+        _, steps, labels, self.feature_columns = read_sequences(
             path, sequence, order, target, missing
         )
-        generator = torch.Generator().manual_seed(seed)
-        shuffled = torch.randperm(len(names), generator=generator).tolist()
-        num_val = max(1, round(val_fraction * len(shuffled)))
-        val, train = shuffled[:num_val], shuffled[num_val:]
-        if not train:
-            raise UserError(f"{path}: {len(shuffled)} sequences leave none for training")
         self.classes = sorted(set(labels), key=str)
-        for split, other, name in ((train, val, "training"), (val, train, "validation")):
-            if only := {labels[i] for i in split} - {labels[i] for i in other}:
-                raise UserError(
-                    f"{path}: class {_plain(sorted(only, key=str)[0])!r} is in the {name} "
-                    f"split only; every class needs sequences in both (more data, or "
-                    "another --data.seed or --data.val_fraction)"
-                )
         index = {label: position for position, label in enumerate(self.classes)}
+        val, train = self._split([index[label] for label in labels], val_fraction, path)
+        rank_zero_info(
+            f"{path}: {len(labels)} sequences of {len(self.classes)} classes, {len(val)} "
+            f"({len(val) / len(labels):.1%}) held out for validation, each class split on its own"
+        )
         self.num_features = len(self.feature_columns)
-        training_steps = torch.cat([steps[i] for i in train]).double()
-        std = training_steps.std(dim=0) if len(training_steps) > 1 else torch.ones(1)
-        self.feature_mean = training_steps.mean(dim=0).tolist()
-        self.feature_std = torch.where(std > 0, std, 1.0).expand(self.num_features).tolist()
+        training_steps = torch.cat([steps[i] for i in train])
+        mean, std = column_stats(training_steps, torch.arange(len(training_steps)))
+        self.feature_mean, self.feature_std = mean.tolist(), std.tolist()
         self.train_set = [(steps[i], index[labels[i]]) for i in train]
         self.val_set = [(steps[i], index[labels[i]]) for i in val]
 
+    def _split(self, classes: list[int], val_fraction: float, path: Path) -> tuple[list, list]:
+        """Sequence positions for validation and for training: of each class's ``n``,
+        ``val_fraction`` of them, at least 1 and at most ``n - 1``, drawn with ``seed``."""
+        generator = torch.Generator().manual_seed(self.seed)
+        val, train = [], []
+        for label, name in enumerate(self.classes):
+            members = torch.tensor([i for i, c in enumerate(classes) if c == label])
+            if len(members) < 2:
+                raise UserError(
+                    f"{path}: class {name!r} has a single sequence; every class needs one "
+                    "to train on and one to validate"
+                )
+            held, kept = split(len(members), val_fraction, generator, len(members) - 1)
+            val += members[held].tolist()
+            train += members[kept].tolist()
+        return sorted(val), sorted(train)
+
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, shuffle=True)
+        return batches(Sequences(self.train_set), self.batch_size, self.trainer, True, self.seed)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, shuffle=False)
+        return batches(Sequences(self.val_set), self.batch_size, self.trainer, False, self.seed)
 
     def predict_dataloader(self) -> DataLoader:
         """The predict table's sequences, in the table's order, each with its position."""
-        assert self.predict_csv is not None and self.trainer is not None
-        model = self.trainer.lightning_module
-        assert isinstance(model, SequenceClassifier)
+        assert self.predict_csv is not None
+        columns = checkpoint_hparams(self.trainer)["feature_columns"]
         self.predicted_names, steps, _, _ = read_sequences(
-            self.predict_csv, self.sequence, self.order, None, self.missing, model.feature_columns
+            self.predict_csv, self.sequence, self.order, None, self.missing, columns
         )
         if not steps:
             raise UserError(f"{self.predict_csv}: no sequence to predict")
@@ -238,20 +249,5 @@ class SequenceData(L.LightningDataModule):
                 f"--data.sequence {self.sequence!r} is a column predictions.csv writes; "
                 "rename it first"
             )
-        return self._loader([(sequence, row) for row, sequence in enumerate(steps)])
-
-    def _loader(self, items: list[tuple[Tensor, int]], shuffle: bool = False) -> DataLoader:
-        """This process's batches, ``batch_size`` over all processes. A DistributedSampler
-        even in one process: Lightning swaps in none of its own, and epoch ``k``'s order is
-        seeded by ``seed + k`` alone, so a resumed run sees the batches a whole one would."""
-        world, rank = (
-            (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
-        )
-        per_process, rest = divmod(self.batch_size, world)
-        if rest:
-            raise UserError(
-                f"--data.batch_size {self.batch_size} does not split over {world} processes"
-            )
-        dataset: Any = items  # a list is a map-style dataset: items by position
-        shard = DistributedSampler(dataset, world, rank, shuffle, self.seed)
-        return DataLoader(dataset, batch_size=per_process, sampler=shard, collate_fn=collate)
+        items = [(sequence, row) for row, sequence in enumerate(steps)]
+        return batches(Sequences(items), self.batch_size, self.trainer, False, self.seed)

@@ -19,13 +19,12 @@ from ..core import masks
 from ..core.attention import SelfAttention
 from ..core.losses import cross_entropy_loss
 from ..core.shapes import Bool, Float, Int, Tensor, compiled, typechecked
+from ..core.standardise import Standardise
+from ..run import ranges
 from ..run.errors import UserError
-
-Batch = tuple[
-    Float[Tensor, "batch time feature"], Bool[Tensor, "batch time"], Int[Tensor, " batch"]
-]
-"""Padded features, the real steps, and each sequence's class index (or its row in the
-table, for predict)."""
+from ..run.schedule import adamw_cosine
+from ..run.validation import Column, gathered
+from .data import Batch
 
 
 @typechecked
@@ -36,16 +35,6 @@ def sinusoids(steps: int, width: int) -> Float[Tensor, "time feature"]:
     angles = rearrange(torch.arange(steps), "t -> t 1") * rearrange(frequencies, "f -> 1 f")
     waves = torch.stack([angles.sin(), angles.cos()], dim=-1)
     return rearrange(waves, "t f two -> t (f two)")[:, :width]
-
-
-@typechecked
-def in_order(
-    gathered: Float[Tensor, "world row metric"], size: int
-) -> Float[Tensor, "sequence metric"]:
-    """Every process's rows back in the split's order, each sequence once: row ``i`` of
-    process ``r`` is sequence ``r + i * world``, and those past ``size`` are the repeats a
-    ``DistributedSampler`` adds to even out the shards."""
-    return rearrange(gathered, "world row metric -> (row world) metric")[:size]
 
 
 class EncoderBlock(nn.Module):
@@ -99,22 +88,20 @@ class SequenceEncoder(nn.Module):
 
 class SequenceClassifier(L.LightningModule):
     hparams: AttributeDict  # type: ignore[assignment]  # what save_hyperparameters stores
-    feature_mean: Tensor
-    feature_std: Tensor
 
     def __init__(
         self,
-        num_features: int = 12,
+        num_features: ranges.PositiveInt = 12,
         classes: list[Any] | None = None,
         feature_mean: list[float] | None = None,
-        feature_std: list[float] | None = None,
+        feature_std: list[ranges.PositiveFloat] | None = None,
         feature_columns: list[str] | None = None,
-        width: int = 64,
-        heads: int = 4,
-        layers: int = 2,
-        dropout: float = 0.1,
-        learning_rate: float = 1e-3,
-        weight_decay: float = 0.01,
+        width: ranges.PositiveInt = 64,
+        heads: ranges.PositiveInt = 4,
+        layers: ranges.PositiveInt = 2,
+        dropout: ranges.ClosedOpenUnitInterval = 0.1,
+        learning_rate: ranges.PositiveFloat = 1e-3,
+        weight_decay: ranges.NonNegativeFloat = 0.01,
         compile: bool = False,
         compile_backend: str = "inductor",
     ) -> None:
@@ -136,32 +123,26 @@ class SequenceClassifier(L.LightningModule):
                 the compiled boundary.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation.
         """
+        ranges.check(SequenceClassifier.__init__, locals())
         super().__init__()
         self.save_hyperparameters()  # the flat arguments, for checkpoints and the CLI
         self.classes: list[Any] = list(classes or range(2))
-        self.feature_columns: list[str] = list(feature_columns or [])
         if width % heads:
             raise UserError(f"--model.width {width} does not split into {heads} heads")
-        mean = torch.tensor(feature_mean or [0.0] * num_features)
-        std = torch.tensor(feature_std or [1.0] * num_features)
-        if mean.shape != (num_features,) or std.shape != (num_features,):  # would broadcast
-            raise ValueError(f"feature_mean and feature_std need {num_features} values each")
-        self.register_buffer("feature_mean", mean, persistent=False)  # hyperparameters hold them
-        self.register_buffer("feature_std", std, persistent=False)
+        self.standardise = Standardise(num_features, feature_mean, feature_std)
         self.encoder = SequenceEncoder(
             num_features, len(self.classes), width, heads, layers, dropout
         )
         # A function, not a module: the encoder's weights are registered once, as encoder.*.
         self._compiled = compiled(self.encoder, backend=compile_backend) if compile else None
-        self.validation: list[Tensor] = []
+        self._val_losses, self._val_correct = Column(), Column()
 
     @typechecked
     def forward(
         self, features: Float[Tensor, "batch time feature"], keep: Bool[Tensor, "batch time"]
     ) -> Float[Tensor, "batch class"]:
         """Class logits of raw padded features."""
-        standard = (features - self.feature_mean) / self.feature_std
-        standard = torch.where(rearrange(keep, "b t -> b t 1"), standard, 0.0)
+        standard = torch.where(rearrange(keep, "b t -> b t 1"), self.standardise(features), 0.0)
         return (self._compiled or self.encoder)(standard, keep)
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
@@ -174,20 +155,13 @@ class SequenceClassifier(L.LightningModule):
         features, keep, labels = batch
         logits = self(features, keep)
         losses = nn.functional.cross_entropy(logits, labels, reduction="none")
-        correct = (logits.argmax(dim=-1) == labels).to(losses.dtype)
-        self.validation.append(torch.stack([losses, correct], dim=-1))
+        self._val_losses.append(losses)
+        self._val_correct.append((logits.argmax(dim=-1) == labels).to(losses.dtype))
 
     def on_validation_epoch_end(self) -> None:
         """Means over every validation sequence, each once."""
-        parts = self.validation
-        local = torch.cat(parts) if parts else torch.zeros(0, 2, device=self.device)
-        parts.clear()
-        data = getattr(self.trainer, "datamodule", None)
-        size = len(data.val_set) if data is not None else len(local)
-        gathered = self.all_gather(local)
-        assert isinstance(gathered, Tensor)
-        rows = gathered[:size] if self.trainer.world_size == 1 else in_order(gathered, size)
-        loss, accuracy = rows.mean(dim=0)
+        loss = gathered(self, self._val_losses.take()).mean()
+        accuracy = gathered(self, self._val_correct.take()).mean()
         # Gathered already: the same on every process, which sync_dist only confirms.
         self.log_dict({"val_loss": loss, "val_accuracy": accuracy}, sync_dist=True)
 
@@ -201,10 +175,4 @@ class SequenceClassifier(L.LightningModule):
         return rows, predicted, confidence
 
     def configure_optimizers(self) -> Any:
-        hp = self.hparams
-        optimizer = torch.optim.AdamW(
-            self.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay
-        )
-        total = self.trainer.estimated_stepping_batches
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, int(total)))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        return adamw_cosine(self, self.hparams.learning_rate, self.hparams.weight_decay)

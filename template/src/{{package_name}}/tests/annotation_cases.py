@@ -271,6 +271,11 @@ def values(built: dict[str, Any]) -> dict[str, Any]:
     return made
 
 
+def _is_int(hint: object) -> bool:
+    """``int``, or a range of ints (``run/ranges.py``), which is its subclass; not ``bool``."""
+    return isinstance(hint, type) and issubclass(hint, int) and hint is not bool
+
+
 def build(owner: type, size: int, kind: str) -> object:
     """The constructor rule: every int argument is ``size``, int sequences are ``HIDDEN``,
     a gymnasium space is the one of ``kind`` with ``size`` actions, the rest take defaults."""
@@ -281,9 +286,9 @@ def build(owner: type, size: int, kind: str) -> object:
     for param, hint in parameters(owner.__init__):
         spaces = [m for m in members(hint) if _is_space(m) and SPACES[m.__name__][0] == kind]
         origin, element = typing.get_origin(hint), typing.get_args(hint)[:1]
-        if hint is int:
+        if _is_int(hint):
             built[param.name] = size
-        elif origin in (Sequence, tuple, list) and element == (int,):
+        elif origin in (Sequence, tuple, list) and element and _is_int(element[0]):
             built[param.name] = HIDDEN
         elif spaces:
             built[param.name] = SPACES[spaces[0].__name__][1](spaces[0], size)

@@ -39,6 +39,7 @@ FACTORIES: dict[str, Callable[[Any], nn.Module]] = {
     "core.nets.ScalarMLP": lambda cls: cls(6, (8,), "tanh"),
     "core.attention.SelfAttention": lambda cls: cls(6, 2),
     "core.attention.SelfAttention/causal": lambda cls: cls(6, 2, causal=True),
+    "core.standardise.Standardise": lambda cls: cls(6, [0.5] * 6, [2.0] * 6),
     "regression.module.RegressionModule": lambda cls: cls(6, (8,)),
     "ppo.agent.ActorCritic": lambda cls: cls(6, _space("Discrete", 2), (8,)),
     "ppo.agent.ActorCritic/box": lambda cls: cls(6, _space("Box", -1.0, 1.0, (2,)), (8,)),

@@ -31,7 +31,7 @@ ROWS: dict[str, tuple[list[str], str]] = {
     env: ([f"--model.env_id={env}"], f"env_id '{env}'{rest}") for env, rest in ENV_IDS.items()
 }
 ROWS |= {
-    "no_environments": (["--model.num_envs=0"], r"--model\.num_envs must be at least 1, got 0$"),
+    "no_environments": (["--model.num_envs=0"], r"Parser .*num_envs.*int >= 1: 0 is out of range$"),
     "uneven_minibatches": (
         [*TINY, "--model.num_minibatches=3"],
         r"num_envs \* num_steps = 32 does not split into num_minibatches = 3 equal minibatches$",
@@ -46,7 +46,7 @@ ROWS |= {
     ),
     "wrong_type": (
         ["--model.num_envs=lots"],
-        r"Parser key \"model\.num_envs\": Expected a <class 'int'>\. Got value: lots$",
+        r"Parser key \"model\.num_envs\": Not of type int >= 1: invalid literal for int\(\)",
     ),
     "unknown_key": (["--model.num_emvs=2"], r"unrecognized arguments: --model\.num_emvs=2$"),
     # argparse would take a unique prefix for the whole option and train with num_envs=2.

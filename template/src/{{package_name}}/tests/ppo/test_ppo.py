@@ -163,7 +163,7 @@ def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> N
     correct = _fit(tmp_path / "correct", *budget)
     monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
     # Both defences off, to see what the bug does to learning: annotations and the guard.
-    monkeypatch.setattr(ppo_main, "BroadcastGuardCallback", lambda steps: BroadcastGuardCallback(0))
+    monkeypatch.setattr(ppo_main.PPOCLI, "guarded_steps", 0)
     with checks_disabled():
         buggy = _fit(tmp_path / "buggy", *budget)
     returns = correct["eval_return_mean"], buggy["eval_return_mean"]

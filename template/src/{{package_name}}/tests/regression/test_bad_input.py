@@ -70,12 +70,16 @@ ROWS: dict[str, tuple[tuple[str | None, list[str]], str]] = {
         (GOOD, [*CSV, "--data.val_fraction=0.9"]),
         r"t\.csv: 3 data rows, and --data.val_fraction=0.9 holds out 3, leaving none",
     ),
+    "batch_size_over_processes": (
+        (None, ["--trainer.accelerator=cpu", "--trainer.devices=2", "--data.batch_size=255"]),
+        r"^error: --data\.batch_size 255 does not split over 2 processes$",
+    ),
     "categorical_not_a_column": (
         (GOOD, [*CSV, "--data.categorical=[town]"]),
         r"--data\.categorical names \['town'\], not columns of \['a', 'y'\]$",
     ),
     "categorical_target": ((GOOD, [*CSV, "--data.categorical=[y]"]), r"lists the target 'y'$"),
-    "max_levels_below_one": ((GOOD, [*CSV, "--data.max_levels=0"]), r"at least 1, got 0$"),
+    "max_levels_below_one": ((GOOD, [*CSV, "--data.max_levels=0"]), r"int >= 1: 0 is out of"),
     "decimal_is_sep": (
         (GOOD, [*CSV, "--data.decimal=,"]),
         r"^error: --data\.decimal ',' is also --data\.sep; they must differ$",
@@ -111,12 +115,13 @@ ROWS: dict[str, tuple[tuple[str | None, list[str]], str]] = {
     ),
     "wrong_type": (
         (None, ["--data.batch_size=lots"]),
-        r"^error: Parser key \"data\.batch_size\": Expected a <class 'int'>\. Got value: lots$",
+        r"^error: Parser key \"data\.batch_size\": Not of type int >= 1: invalid literal for",
     ),
 }
 END_TO_END = ["missing_cell", "wrong_type"]  # a refusal from the data; the parser's usage text
 THROUGH_CLI = ["missing_file", "inf_cell", "decimal_is_sep", "categorical_not_a_column"]
 THROUGH_CLI += ["unknown_missing_policy", "predict_csv_in_fit", "wrong_type"]  # the parser's
+THROUGH_CLI += ["max_levels_below_one"]
 
 
 def _data_options(row: str, directory: Path = Path(".")) -> dict[str, object] | None:

@@ -63,7 +63,7 @@ def test_ddp_val_r2_is_exact_and_close_to_one_process(tmp_path: Path) -> None:
     # weights on the whole split, computed here in one process, must be what the two
     # processes logged.
     model = RegressionModule.load_from_checkpoint(tmp_path / "ddp" / "checkpoints" / "last.ckpt")
-    features, target = RegressionData(synthetic_samples=2045).val_set.tensors
+    features, target = RegressionData(synthetic_samples=2045).val_set[:]
     with torch.no_grad():
         prediction = model(features)
     assert ddp["val_r2"] == pytest.approx(float(r2_score(prediction, target)), abs=1e-6)

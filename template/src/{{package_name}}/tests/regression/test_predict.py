@@ -77,7 +77,7 @@ def test_predictions_equal_the_forward_of_the_checkpoint_in_target_units(
     assert list(hyperparameters["feature_columns"]) == ["a", "city", "b"]
     assert hyperparameters["num_features"] == 5 and len(hyperparameters["feature_mean"]) == 5
     model = RegressionModule.load_from_checkpoint(checkpoint, weights_only=True).eval()
-    levels = model.categories["city"]
+    levels = model.hparams["categories"]["city"]
     assert sorted(levels) == ["Lyon", "Nice", "Paris"]
     rows = [(1.5, "Paris", 0.5), (-2.0, "Rome", 0.25), (0.0, "Nice", 2.0)]
     features = torch.tensor(

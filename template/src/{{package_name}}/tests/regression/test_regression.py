@@ -11,7 +11,7 @@ from jaxtyping import TypeCheckError
 
 from ...regression import RegressionData, RegressionModule
 from ...regression.__main__ import main
-from ...regression.module import Column
+from ...run.validation import Column
 from ..project import CONFIGS, QUIET, fit_summary, refusal
 
 CONFIG = CONFIGS / "regression.yaml"
@@ -48,7 +48,7 @@ def test_bom_and_blank_lines_are_read_and_statistics_are_the_training_rows(tmp_p
     path.write_text("\ufeffy,x\n" + rows, encoding="utf-8")
     data = RegressionData(csv_path=path, target="y")
     assert data.num_features == 1 and len(data.train_set) + len(data.val_set) == 50
-    features, targets = data.train_set.tensors
+    features, targets = data.train_set[:]
     assert data.target_mean == pytest.approx(float(targets.mean()))
     assert data.feature_mean == pytest.approx(features.mean(dim=0).tolist())
 

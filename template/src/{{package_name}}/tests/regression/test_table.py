@@ -17,7 +17,7 @@ def _read(tmp_path: Path, text: str, **options: object) -> RegressionData:
 
 def _every_row(data: RegressionData, tensor: int = 0) -> torch.Tensor:
     """The features (``tensor`` 1: the targets) of every row read, both splits together."""
-    return torch.cat([data.train_set.tensors[tensor], data.val_set.tensors[tensor]])
+    return torch.cat([data.train_set[:][tensor], data.val_set[:][tensor]])
 
 
 def test_thousands_and_decimal_marks_are_read(tmp_path: Path) -> None:

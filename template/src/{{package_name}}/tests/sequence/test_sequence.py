@@ -7,6 +7,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -14,16 +15,17 @@ import torch
 from einops import rearrange
 from jaxtyping import TypeCheckError
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 from ...core import attention as attention_module
 from ...core import masks
 from ...run.errors import UserError
 from ...run.guards import NonFiniteError
+from ...run.validation import gathered
 from ...sequence import SequenceClassifier, SequenceData
 from ...sequence import module as sequence_module
 from ...sequence.__main__ import main
 from ...sequence.data import pad, read_sequences
-from ...sequence.module import in_order
 from .. import test_behaviour as behaviour
 from ..project import CONFIGS, QUIET, fit_summary, refusal
 
@@ -151,15 +153,20 @@ REFUSALS = {
     "text_order": (
         [["s1", "a", "up", 1, 0], ["s1", "b", "up", 1, 1]],
         [],
-        r"--data\.order column 't' \(text: 'a' in data row 1\)",
+        r"--data\.order column t \(text: 'a' in data row 1\)",
     ),
     "heads_do_not_split_width": (_two_classes(), ["--model.heads=3"], r"16 does not split into 3"),
-    "batch_size_zero": (_two_classes(), ["--data.batch_size=0"], r"batch_size must be at least 1"),
+    "batch_size_zero": (_two_classes(), ["--data.batch_size=0"], r"int >= 1: 0 is out of range$"),
+    "batch_size_over_processes": (
+        _two_classes(),
+        ["--trainer.accelerator=cpu", "--trainer.devices=2", "--data.batch_size=3"],
+        r"--data\.batch_size 3 does not split over 2 processes$",
+    ),
     "target_is_the_sequence": (_two_classes(), ["--data.target=id"], r"name \['id', 't', 'id'\]"),
-    "class_in_one_split": (
+    "class_of_one_sequence": (
         [["s1", 0, "up", 1, 0], ["s2", 0, "up", 1, 0], ["s3", 0, "down", 1, 0]],
-        ["--data.val_fraction=0.3"],
-        r"class '(up|down)' is in the (training|validation) split only",
+        [],
+        r"class 'down' has a single sequence",
     ),
 }
 
@@ -198,7 +205,7 @@ def test_parquet_without_an_engine_names_the_extra(monkeypatch, tmp_path: Path) 
 
 
 def test_feature_statistics_of_another_width_are_refused() -> None:
-    with pytest.raises(ValueError, match="need 3 values each"):  # one value would broadcast
+    with pytest.raises(ValueError, match="1 values, num_features=3"):  # it would broadcast
         SequenceClassifier(3, feature_mean=[0.0], feature_std=[1.0])
 
 
@@ -223,9 +230,25 @@ def test_gathered_validation_counts_each_sequence_once_in_order(world: int) -> N
     sequences split evenly: shards padded by a ``DistributedSampler``, gathered back."""
     size = 7
     sampler_order = [index % size for index in range(-(-size // world) * world)]  # wrapped
-    shards = [sampler_order[rank::world] for rank in range(world)]
-    gathered = torch.tensor([[[float(i), 10.0 * i] for i in shard] for shard in shards])
-    assert in_order(gathered, size).tolist() == [[float(i), 10.0 * i] for i in range(size)]
+    shards = torch.tensor([sampler_order[rank::world] for rank in range(world)]).float()
+    loader = DataLoader(TensorDataset(torch.zeros(size)))
+    trainer = SimpleNamespace(world_size=world, val_dataloaders=loader)
+    module = SimpleNamespace(trainer=trainer, all_gather=lambda _: shards)
+    assert gathered(module, shards[0]).tolist() == list(range(size))  # pyright: ignore
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_class_is_in_both_splits_whatever_the_seed(tmp_path: Path, seed: int) -> None:
+    """Ten classes of five sequences: each class puts round(5 * 0.2) = 1 in validation."""
+    rows = [[f"s{c}_{i}", 0, f"c{c}", c + 0.1 * i, i] for c in range(10) for i in range(5)]
+    table = _table(tmp_path / "t.csv", rows)
+    data = SequenceData(table, "label", "id", "t", seed=seed)
+    assert sorted(label for _, label in data.val_set) == list(range(10))
+    assert sorted({label for _, label in data.train_set}) == list(range(10))
+    assert len(data.train_set) == 40
+    flags = [f"--data.csv_path={table}", "--data.target=label", "--data.sequence=id"]
+    summary = _fit(tmp_path / "run", *TINY, *flags, "--data.order=t", f"--data.seed={seed}")
+    assert 0.0 <= summary["val_accuracy"] <= 1.0
 
 
 @pytest.mark.slow

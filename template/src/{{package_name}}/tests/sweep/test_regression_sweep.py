@@ -164,9 +164,10 @@ def test_a_value_the_run_refuses_ends_the_sweep_with_the_runs_own_line(
 ) -> None:
     """The parser takes the value, the data module refuses it: the trial fails and the
     sweep's last line is the run's refusal, with the trial's values."""
-    args = _sweep(tmp_path, 1, parameters={"data.max_levels": {"type": "int", "low": 0, "high": 0}})
-    assert _last_error(capsys, args) == (
-        "error: trial 0 (--data.max_levels=0): --data.max_levels must be at least 1, got 0"
+    one_row = {"data.synthetic_samples": {"type": "int", "low": 1, "high": 1}}
+    assert _last_error(capsys, _sweep(tmp_path, 1, parameters=one_row)) == (
+        "error: trial 0 (--data.synthetic_samples=1): --data.synthetic_samples: 1 data rows, "
+        "and --data.val_fraction=0.2 holds out 1, leaving none for training"
     )
 
 
