@@ -4,7 +4,8 @@
 ``nox -s demo``   renders the default project into build/demo, installs it, trains its
                   examples with their default configs and prints what they reached.
 ``nox -s bench``  renders the full preset into build/bench; compares its PPO with
-                  Stable-Baselines3 on CartPole-v1 (medians of 5 seeds, ratios), its PPO
+                  Stable-Baselines3 on CartPole-v1 (medians over tuning seeds 0-9 and,
+                  apart, reporting seeds 1000-1009; ratios), its PPO
                   update step with a raw PyTorch one (``-- update``), env steps per second
                   by num_envs and vectorization (``-- scaling``), the cost of shape checks
                   against JAXTYPING_DISABLE=1, the guards' costs, an audited run against
