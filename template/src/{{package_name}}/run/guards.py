@@ -126,13 +126,11 @@ class NonFiniteLocator(Callback):
         suspects: list[tuple[int, Any, Tensor]],
         bad_grads: list[str],
     ) -> None:
-        batch_idx, batch, loss = suspects[0]
-        lines, culprit = _replay_forward(pl_module, batch, batch_idx)
-        for later in suspects[1:]:  # more than one only under gradient accumulation
+        for suspect in suspects:  # more than one only under gradient accumulation
+            batch_idx, batch, loss = suspect
+            lines, culprit = _replay_forward(pl_module, batch, batch_idx)
             if culprit:
                 break
-            batch_idx, batch, loss = later
-            lines, culprit = _replay_forward(pl_module, batch, batch_idx)
         where = f"batch {batch_idx} of epoch {trainer.current_epoch}"
         bad_inputs = [_describe_tensor(t) for t in _tensors_in(batch) if not _all_finite(t)]
         bad_params = [name for name, p in pl_module.named_parameters() if not _all_finite(p)]
@@ -192,9 +190,7 @@ def _replay_forward(
         return check
 
     modules = [(name, module) for name, module in pl_module.named_modules() if name]
-    handles = [
-        module.register_forward_hook(hook(name), with_kwargs=True) for name, module in modules
-    ]
+    handles = [each.register_forward_hook(hook(name), with_kwargs=True) for name, each in modules]
     # A replay must not log: instance attributes shadow ``log`` and ``log_dict``.
     pl_module.log = pl_module.log_dict = lambda *args, **kwargs: None  # type: ignore[method-assign]
     try:
