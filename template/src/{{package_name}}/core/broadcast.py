@@ -181,9 +181,8 @@ def mark_constant(tensor: torch.Tensor) -> torch.Tensor:
 
 def mark_buffer(tensor: torch.Tensor) -> torch.Tensor:
     """Count a module's buffer as a constant if float or complex, else as a grid; return it."""
-    if tensor.is_floating_point() or tensor.is_complex():
-        return mark_constant(tensor)
-    return mark_grid(tensor)
+    _remember(tensor, _CONSTANT if tensor.is_floating_point() or tensor.is_complex() else _GRID)
+    return tensor
 
 
 def _numbers(value: object) -> bool:

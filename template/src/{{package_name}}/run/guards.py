@@ -117,15 +117,12 @@ class NonFiniteLocator(Callback):
         bad_losses = [entry for entry in losses if not _all_finite(entry[2])]
         if bad_losses or (bad_grads and not scaled):
             suspects = bad_losses or losses or [(self._batch_idx, self._batch, values[0])]
-            self._fail(trainer, pl_module, suspects, bad_grads)
+            self._fail(trainer, suspects, bad_grads)
 
     def _fail(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        suspects: list[tuple[int, Any, Tensor]],
-        bad_grads: list[str],
+        self, trainer: L.Trainer, suspects: list[tuple[int, Any, Tensor]], bad_grads: list[str]
     ) -> None:
+        pl_module = trainer.lightning_module
         for suspect in suspects:  # more than one only under gradient accumulation
             batch_idx, batch, loss = suspect
             lines, culprit = _replay_forward(pl_module, batch, batch_idx)
@@ -163,13 +160,11 @@ class _FirstNonFinite(Exception):
     """Raised by a forward hook, with report lines and the culprit, to end the replay."""
 
 
-def _replay_forward(
-    pl_module: L.LightningModule, batch: Any, batch_idx: int
-) -> tuple[list[str], str]:
+def _replay_forward(model: L.LightningModule, batch: Any, batch_idx: int) -> tuple[list[str], str]:
     """Re-run ``training_step`` without gradients or logging, with a hook on every submodule;
     the first module to return a non-finite tensor ends it. Hooks fire as modules finish, so
     the first is the innermost. Returns report lines and the culprit ("" if none)."""
-    if not pl_module.automatic_optimization:
+    if not model.automatic_optimization:
         return ["no forward replay: under manual optimization training_step steps itself"], ""
 
     def hook(name: str) -> Callable[..., None]:
@@ -189,19 +184,19 @@ def _replay_forward(
 
         return check
 
-    modules = [(name, module) for name, module in pl_module.named_modules() if name]
+    modules = [(name, module) for name, module in model.named_modules() if name]
     handles = [each.register_forward_hook(hook(name), with_kwargs=True) for name, each in modules]
     # A replay must not log: instance attributes shadow ``log`` and ``log_dict``.
-    pl_module.log = pl_module.log_dict = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    model.log = model.log_dict = lambda *args, **kwargs: None  # type: ignore[method-assign]
     try:
         with torch.no_grad():
-            result = pl_module.training_step(batch, batch_idx)
+            result = model.training_step(batch, batch_idx)
     except _FirstNonFinite as found:
         return found.args
     except Exception as error:  # a failed replay must not hide the report
         return [f"the forward replay failed: {error!r}"], ""
     finally:
-        del pl_module.log, pl_module.log_dict
+        del model.log, model.log_dict
         for handle in handles:
             handle.remove()
     if not all(_all_finite(t) for t in _tensors_in(result)):
