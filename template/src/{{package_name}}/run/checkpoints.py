@@ -47,15 +47,9 @@ class CheckpointFiles(TorchCheckpointIO):
         finally:
             temporary.unlink(missing_ok=True)
 
-    def load_checkpoint(
-        self,
-        path: str | Path,
-        map_location: Callable | None = lambda storage, loc: storage,
-        weights_only: bool | None = None,
-    ) -> dict[str, Any]:
-        checkpoint = read(
-            path, lambda: TorchCheckpointIO.load_checkpoint(self, path, map_location, weights_only)
-        )
+    def load_checkpoint(self, path: str | Path, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        load = super().load_checkpoint
+        checkpoint = read(path, lambda: load(path, *args, **kwargs))
         if self.module is not None:
             check_fits(checkpoint, self.module, path)
         return checkpoint

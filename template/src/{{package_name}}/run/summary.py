@@ -31,9 +31,8 @@ class RunSummary(Callback):
         if not trainer.is_global_zero:
             return
         logged = trainer.callback_metrics
-        summary: dict[str, Any] = {
-            name: float(logged[name]) if name in logged else None for name in self.metrics
-        }
+        summary: dict[str, Any] = dict.fromkeys(self.metrics)
+        summary |= {name: float(logged[name]) for name in self.metrics if name in logged}
         summary |= {
             "train_seconds": round(self.train_seconds, 3),
             "epochs": trainer.current_epoch,
