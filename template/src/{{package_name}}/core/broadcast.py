@@ -36,8 +36,7 @@ as booleans.
 
 Provenance is followed only while a guard is on, so a grid made before it counts as data:
 ``mark_grid`` and ``mark_constant`` say what it is. A module's buffers are never a batch's data:
-``mark_buffer`` counts integer and boolean ones as grids, float ones as constants.
-"""
+``mark_buffer`` counts integer and boolean ones as grids, float ones as constants."""
 
 import functools
 import linecache

@@ -2,8 +2,7 @@
 
 ``F.mse_loss`` given ``(N,)`` and ``(N, 1)`` warns, broadcasts to ``(N, N)`` and trains the
 model to predict ``mean(y)``. Here both arguments are ``Same``, ``Float[Tensor, " batch *rest"]``,
-so the same mistake raises at the call and names the argument and both shapes.
-"""
+so the same mistake raises at the call and names the argument and both shapes."""
 
 import torch
 import torch.nn.functional as F
@@ -33,11 +32,9 @@ def huber_loss(prediction: Same, target: Same, delta: float = 1.0) -> Scalar:
 
 @typechecked
 def gaussian_nll_loss(mean: Same, variance: Same, target: Same, eps: float = 1e-6) -> Scalar:
-    """Negative log-likelihood of ``target`` under a Gaussian with a predicted variance.
-
-    The variance has the target's full shape: ``F.gaussian_nll_loss`` would also accept one
-    trailing axis fewer and broadcast it, which is a second way to lose a shape silently.
-    """
+    """Negative log-likelihood of ``target`` under a Gaussian with a predicted variance. The
+    variance has the target's full shape: ``F.gaussian_nll_loss`` would also accept one trailing
+    axis fewer and broadcast it, which is a second way to lose a shape silently."""
     return F.gaussian_nll_loss(mean, target, variance, eps=eps)
 
 
@@ -57,10 +54,8 @@ def cross_entropy_loss(
 
 @typechecked
 def masked_mean(values: Same, mask: Bool[Tensor, " batch *rest"]) -> Scalar:
-    """Mean of ``values`` where ``mask`` is true; zero when nothing is selected.
-
-    The mask must have the values' exact shape: a ``(batch, 1)`` mask against
-    ``(batch, time)`` values would broadcast, and the mean would count padding.
-    """
+    """Mean of ``values`` where ``mask`` is true; zero when nothing is selected. The mask must
+    have the values' exact shape: a ``(batch, 1)`` mask against ``(batch, time)`` values would
+    broadcast, and the mean would count padding."""
     selected = torch.where(mask, values, torch.zeros_like(values))
     return selected.sum() / mask.sum().clamp(min=1)

@@ -6,8 +6,7 @@ shape a regression target or a value estimate has. A bare squeeze would also dro
 the batch axis at batch size 1; the pattern fails loudly instead.
 
 Weights are orthogonally initialised (gain sqrt(2) for hidden layers, ``output_gain`` for
-the last), biases zeroed: the initialisation PPO relies on, harmless for regression.
-"""
+the last), biases zeroed: the initialisation PPO relies on, harmless for regression."""
 
 import math
 from collections.abc import Sequence

@@ -3,8 +3,7 @@
 Log-probabilities of shape ``(N,)`` times advantages of shape ``(N, 1)`` broadcast to
 ``(N, N)``, and the mean becomes ``mean(log_prob) * mean(advantages)``: one credit for
 every action, and an agent that plateaus for no visible reason. Every function here types
-its per-sample arguments ``PerSample``, one ``batch`` axis, so that mistake raises at the call.
-"""
+its per-sample arguments ``PerSample``, one ``batch`` axis, so that mistake raises at the call."""
 
 import torch
 
@@ -24,12 +23,10 @@ def gae(
     gae_lambda: float,
 ) -> tuple[Float[Tensor, "time env"], Float[Tensor, "time env"]]:
     """Generalised advantage estimates and the returns the critic should regress to.
-
     ``next_values[t]`` is the value of the observation that followed step ``t``; after a
-    truncation that is the final observation before the reset. Termination cuts the
-    bootstrap (the episode really ended); truncation keeps it (time ran out) but, like
-    termination, stops the advantage from flowing in from the next episode.
-    """
+    truncation that is the final observation before the reset. Termination cuts the bootstrap
+    (the episode really ended); truncation keeps it (time ran out) but, like termination, stops
+    the advantage from flowing in from the next episode."""
     not_terminated = (~terminated).to(rewards.dtype)
     continues = (~(terminated | truncated)).to(rewards.dtype)
     deltas = rewards + gamma * not_terminated * next_values - values
@@ -66,9 +63,8 @@ def value_loss(
     values: PerSample, old_values: PerSample, returns: PerSample, clip_coef: float | None
 ) -> Scalar:
     """Squared error of the critic, or with ``clip_coef`` the larger of the unclipped and
-    clipped errors (the new value kept within ``clip_coef`` of the one that collected the
-    data). No 0.5 factor: the coefficient belongs to the caller.
-    """
+    clipped errors (the new value kept within ``clip_coef`` of the one that collected the data).
+    No 0.5 factor: the coefficient belongs to the caller."""
     unclipped = (values - returns) ** 2
     if clip_coef is None:
         return unclipped.mean()

@@ -3,8 +3,7 @@
 Lightning moves a checkpoint into place from the system's temp folder; from another
 filesystem the move is a copy, and a crash during it leaves a truncated ``last.ckpt``. Here
 the temporary file is renamed over the old one in its own folder, atomically. A file that
-does not load, or does not fit the model, raises a ``UserError`` that names it.
-"""
+does not load, or does not fit the model, raises a ``UserError`` that names it."""
 
 import inspect
 import os

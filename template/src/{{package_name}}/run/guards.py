@@ -2,8 +2,7 @@
 :class:`BroadcastGuardCallback` guards the first training steps; :class:`NonFiniteLocator`
 stops at the first NaN or Inf and names the module it came from.
 
-Copy-paste: this file imports third-party packages, ``core/broadcast.py`` and ``shapes``.
-"""
+Copy-paste: this file imports third-party packages, ``core/broadcast.py`` and ``shapes``."""
 
 import math
 from collections.abc import Callable
@@ -22,14 +21,12 @@ __all__ = ["BroadcastGuardCallback", "NonFiniteError", "NonFiniteLocator"]
 
 
 class BroadcastGuardCallback(Callback):
-    """Guards the first ``steps`` training batches, then removes itself: a shape bug shows
-    in the first steps, and the guard's Python-level overhead is then gone for good.
-
-    The guard is on from ``on_train_epoch_start`` until the ``steps``-th
-    ``on_train_batch_end``, so it also sees each batch being fetched (PPO collects its
-    rollout there) and any validation in between; backward runs in C++, unseen. Each time
-    it arms it applies ``mark_buffer`` to the module's buffers, made before any guard.
-    """
+    """Guards the first ``steps`` training batches, then removes itself: a shape bug shows in
+    the first steps, and the guard's Python-level overhead is then gone for good. The guard is
+    on from ``on_train_epoch_start`` until the ``steps``-th ``on_train_batch_end``, so it also
+    sees each batch being fetched (PPO collects its rollout there) and any validation in
+    between; backward runs in C++, unseen. Each time it arms it applies ``mark_buffer`` to the
+    module's buffers, made before any guard."""
 
     def __init__(self, steps: int = 50) -> None:
         self.steps = steps
@@ -64,15 +61,12 @@ class NonFiniteError(RuntimeError):
 
 class NonFiniteLocator(Callback):
     """Stops training at the first non-finite loss or gradient and says where it came from.
-
-    While training is finite it costs one fused gradient norm and one host sync per
-    optimizer step. The check runs after backward and before the weights move, so they stay
-    finite and no checkpoint follows the last good one. The report (also in
-    ``nonfinite_report.txt``) names the first submodule whose output went non-finite in a
-    replay of ``training_step``; the batch goes to ``nonfinite_batch.pt``. Under fp16 mixed
-    precision infinite gradients are routine (the scaler skips those steps), so only the
-    loss is checked there.
-    """
+    While training is finite it costs one fused gradient norm and one host sync per optimizer
+    step. The check runs after backward and before the weights move, so they stay finite and no
+    checkpoint follows the last good one. The report (also in ``nonfinite_report.txt``) names
+    the first submodule whose output went non-finite in a replay of ``training_step``; the batch
+    goes to ``nonfinite_batch.pt``. Under fp16 mixed precision infinite gradients are routine
+    (the scaler skips those steps), so only the loss is checked there."""
 
     def __init__(self) -> None:
         self._batch, self._batch_idx = None, 0

@@ -1,8 +1,7 @@
 """A callback that ends every ``fit`` with a short printed summary and ``summary.json`` in
 the run's log directory, so a script can read a run's outcome without parsing logs.
 Another callback adds keys with a ``summary_extras(trainer, pl_module)`` method (PPO's
-reporting does).
-"""
+reporting does)."""
 
 import json
 import time
