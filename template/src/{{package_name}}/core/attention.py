@@ -3,8 +3,7 @@
 Heads are split by ``rearrange``: a ``view`` without the transpose, or ``(dim head)`` where
 the projection wrote ``(head dim)``, mixes the heads' features and still trains. The weights
 are laid out as ``nn.MultiheadAttention``'s (one input projection for query, key and value,
-in that order, then an output projection), so its trained weights copy on one to one.
-"""
+in that order, then an output projection), so its trained weights copy on one to one."""
 
 import torch.nn.functional as F
 from einops import rearrange

@@ -1,13 +1,11 @@
-"""Find the silent broadcast: ``with BroadcastGuard():`` raises :class:`BroadcastError` at
-the first elementwise operation that stretches *every* operand, such as ``(N, 1) - (N,)`` ->
-``(N, N)`` inside an untyped helper that no annotation sees. ``BroadcastGuard(on_stretch=f)``
-calls ``f(stretch)`` instead and lets the program go on. One-sided broadcasting (a bias, a
-scalar, a column, an attention mask) passes; ``einsum``, ``matmul`` and ``torch.outer`` are
-never checked, and neither is code that an installed package generates from an expression
-(a ``<string>`` frame called from a package in site-packages, torch's own excepted:
-``einx.add("b i, b j -> b i j", x, y)``): each names every axis of its result, as an outer
-product should. This file imports only torch and the standard library, so that it can be
-copied into any PyTorch code.
+"""Find the silent broadcast: ``with BroadcastGuard():`` raises :class:`BroadcastError` at the
+first elementwise operation that stretches *every* operand, such as ``(N, 1) - (N,)`` ->
+``(N, N)`` inside an untyped helper that no annotation sees. ``BroadcastGuard(on_stretch=f)`` calls
+``f(stretch)`` instead and lets the program go on. One-sided broadcasting (a bias, a scalar, a
+column, an attention mask) passes; ``einsum``, ``matmul``, ``torch.outer`` and code that an
+installed package generates from an expression (``einx.add("b i, b j -> b i j", x, y)``) are
+never checked: each names every axis of its result, as an outer product should. This file
+imports only torch and the standard library, so that it can be copied into any PyTorch code.
 
 Index grids and masks are the exception. A *constant* holds values the program states
 rather than reads: ``ones``, ``zeros``, ``full``, and a float tensor of Python numbers
@@ -37,10 +35,8 @@ a ``zeros`` buffer once filled. Float masks are data once combined with data: bu
 as booleans.
 
 Provenance is followed only while a guard is on, so a grid made before it counts as data:
-``mark_grid(tensor)`` and ``mark_constant(tensor)`` say what it is. A module's buffers are
-never a batch's data: ``mark_buffer`` counts integer and boolean ones as grids, float ones as
-constants, and ``BroadcastGuardCallback`` applies it to its module's each time it arms.
-"""
+``mark_grid`` and ``mark_constant`` say what it is. A module's buffers are never a batch's data:
+``mark_buffer`` counts integer and boolean ones as grids, float ones as constants."""
 
 import functools
 import linecache
@@ -54,14 +50,8 @@ from typing import Any, NamedTuple
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = [
-    "BroadcastError",
-    "BroadcastGuard",
-    "Stretch",
-    "mark_buffer",
-    "mark_constant",
-    "mark_grid",
-]
+__all__ = ["BroadcastError", "BroadcastGuard", "Stretch"]
+__all__ += ["mark_buffer", "mark_constant", "mark_grid"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _ALIASES = {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "truediv": "div"}
@@ -181,9 +171,8 @@ def mark_constant(tensor: torch.Tensor) -> torch.Tensor:
 
 def mark_buffer(tensor: torch.Tensor) -> torch.Tensor:
     """Count a module's buffer as a constant if float or complex, else as a grid; return it."""
-    if tensor.is_floating_point() or tensor.is_complex():
-        return mark_constant(tensor)
-    return mark_grid(tensor)
+    _remember(tensor, _CONSTANT if tensor.is_floating_point() or tensor.is_complex() else _GRID)
+    return tensor
 
 
 def _numbers(value: object) -> bool:
@@ -247,12 +236,11 @@ def _track(role: int, args: Sequence[Any], kwargs: Mapping[str, Any], result: An
 
 def _user_frame(shapes: list[tuple[int, ...]]) -> FrameType | None:
     """The innermost frame outside torch and this file, or ``None`` for a stretch made on
-    purpose: by code that an installed package generated from an expression (``<string>``
-    frames whose nearest caller with a file lies in site-packages, outside torch: FX's
-    generated code, IPython's cells and the user's own ``exec`` are checked), or by
-    ``Categorical.log_prob``, which pairs indices ``(*sample, *batch, 1)`` with logits
-    ``(*batch, class)``. Indices that do not end in the batch shape, such as a
-    ``(N, 1)`` column of actions against ``(N, class)`` logits, are the critic bug again."""
+    purpose: in ``<string>`` code whose nearest caller with a file is an installed package
+    other than torch (FX's code, IPython's cells and the user's own ``exec`` are checked), or
+    in ``Categorical.log_prob``, which pairs indices ``(*sample, *batch, 1)`` with logits
+    ``(*batch, class)``; a ``(N, 1)`` column of actions against ``(N, class)`` logits does
+    not end in the batch shape: the critic bug again."""
     frame = sys._getframe(1)
     while frame.f_back is not None and (
         frame.f_code.co_filename.startswith(_TORCH_DIR) or frame.f_code.co_filename == __file__
@@ -273,18 +261,16 @@ def _user_frame(shapes: list[tuple[int, ...]]) -> FrameType | None:
 
 def _installed(filename: str) -> bool:
     """Whether a file is a third-party package's: in site-packages, and not torch's."""
-    parts = os.path.normpath(filename).split(os.sep)
-    third_party = "site-packages" in parts or "dist-packages" in parts
-    return third_party and not filename.startswith(_TORCH_DIR)
+    parts = set(os.path.normpath(filename).split(os.sep))
+    return bool(parts & {"site-packages", "dist-packages"}) and not filename.startswith(_TORCH_DIR)
 
 
 def _builds_grid_or_mask(func: Callable[..., Any], tensors: list[torch.Tensor]) -> bool:
     """Whether a stretch passes by the module docstring's rule."""
     name = _aten_name(getattr(func, "__name__", ""))
     kinds = [_kind(tensor) for tensor in tensors]
-    if _GRID in kinds and (max(kinds) == _GRID or name in _COMPARISONS):
-        return True
-    if _GRID in kinds and not any(t.is_floating_point() or t.is_complex() for t in tensors):
+    integers = not any(t.is_floating_point() or t.is_complex() for t in tensors)
+    if _GRID in kinds and (max(kinds) == _GRID or name in _COMPARISONS or integers):
         return True
     if name not in _MASK_LOGIC or any(tensor.dtype != torch.bool for tensor in tensors):
         return False
@@ -302,10 +288,9 @@ def _op_name(func: Callable[..., Any]) -> str:
     """``torch.add``, ``Tensor.sub`` or ``torch.nn.functional.mse_loss``, as the user wrote it."""
     qualname = getattr(func, "__qualname__", repr(func))
     owner, _, name = qualname.rpartition(".")
-    if owner == "_VariableFunctionsClass":
-        return f"torch.{name}"
-    if owner in ("TensorBase", "Tensor"):
-        return f"Tensor.{name}"
+    owners = {"_VariableFunctionsClass": "torch", "TensorBase": "Tensor", "Tensor": "Tensor"}
+    if owner in owners:
+        return f"{owners[owner]}.{name}"
     module = getattr(func, "__module__", None) or ""
     module = {"torch.functional": "torch"}.get(module, module)
     return f"{module}.{qualname}" if module else qualname

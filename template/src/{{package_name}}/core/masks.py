@@ -10,8 +10,7 @@ cannot be the ``(batch, 1, key, 1)`` mask of a padding bug, which ``#query`` ("t
 1") would accept. Consumers take ``#`` axes, so every builder's output fits.
 
 A sequence with no real step gets zeros here, as a query with no key gets zeros from
-``F.scaled_dot_product_attention`` (torch 2.5 and later); a hand-written softmax gives NaN.
-"""
+``F.scaled_dot_product_attention`` (torch 2.5 and later); a hand-written softmax gives NaN."""
 
 import torch
 import torch.nn.functional as F

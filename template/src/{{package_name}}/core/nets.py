@@ -1,13 +1,11 @@
 """Typed multilayer perceptrons.
 
-``MLP`` maps ``(batch, feature)`` to ``(batch, out)``. ``ScalarMLP`` is the same network
-with one output, returned as ``(batch,)`` through ``rearrange("batch 1 -> batch")``: the
-shape a regression target or a value estimate has. A bare squeeze would also drop
-the batch axis at batch size 1; the pattern fails loudly instead.
+``ScalarMLP`` is an ``MLP`` with one output, returned as ``(batch,)`` through
+``rearrange("batch 1 -> batch")``: the shape a regression target or a value estimate has. A
+bare squeeze would also drop the batch axis at batch size 1; the pattern fails loudly instead.
 
 Weights are orthogonally initialised (gain sqrt(2) for hidden layers, ``output_gain`` for
-the last), biases zeroed: the initialisation PPO relies on, harmless for regression.
-"""
+the last), biases zeroed: the initialisation PPO relies on, harmless for regression."""
 
 import math
 from collections.abc import Sequence

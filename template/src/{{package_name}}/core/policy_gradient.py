@@ -3,12 +3,13 @@
 Log-probabilities of shape ``(N,)`` times advantages of shape ``(N, 1)`` broadcast to
 ``(N, N)``, and the mean becomes ``mean(log_prob) * mean(advantages)``: one credit for
 every action, and an agent that plateaus for no visible reason. Every function here types
-its per-sample arguments with the same ``batch`` axis, so that mistake raises at the call.
-"""
+its per-sample arguments ``PerSample``, one ``batch`` axis, so that mistake raises at the call."""
 
 import torch
 
 from .shapes import Bool, Float, Scalar, Tensor, typechecked
+
+PerSample = Float[Tensor, " batch"]
 
 
 @typechecked
@@ -22,12 +23,10 @@ def gae(
     gae_lambda: float,
 ) -> tuple[Float[Tensor, "time env"], Float[Tensor, "time env"]]:
     """Generalised advantage estimates and the returns the critic should regress to.
-
     ``next_values[t]`` is the value of the observation that followed step ``t``; after a
-    truncation that is the final observation before the reset. Termination cuts the
-    bootstrap (the episode really ended); truncation keeps it (time ran out) but, like
-    termination, stops the advantage from flowing in from the next episode.
-    """
+    truncation that is the final observation before the reset. Termination cuts the bootstrap
+    (the episode really ended); truncation keeps it (time ran out) but, like termination, stops
+    the advantage from flowing in from the next episode."""
     not_terminated = (~terminated).to(rewards.dtype)
     continues = (~(terminated | truncated)).to(rewards.dtype)
     deltas = rewards + gamma * not_terminated * next_values - values
@@ -40,7 +39,7 @@ def gae(
 
 
 @typechecked
-def normalize_advantages(advantages: Float[Tensor, " batch"]) -> Float[Tensor, " batch"]:
+def normalize_advantages(advantages: PerSample) -> PerSample:
     """Zero mean and unit standard deviation over the minibatch; zero for a single element."""
     centred = advantages - advantages.mean()
     if advantages.numel() < 2:
@@ -50,10 +49,7 @@ def normalize_advantages(advantages: Float[Tensor, " batch"]) -> Float[Tensor, "
 
 @typechecked
 def clipped_surrogate_loss(
-    log_prob: Float[Tensor, " batch"],
-    old_log_prob: Float[Tensor, " batch"],
-    advantages: Float[Tensor, " batch"],
-    clip_coef: float,
+    log_prob: PerSample, old_log_prob: PerSample, advantages: PerSample, clip_coef: float
 ) -> Scalar:
     """PPO's policy loss: the mean of ``max(-A * ratio, -A * clip(ratio, 1 - c, 1 + c))``."""
     ratio = torch.exp(log_prob - old_log_prob)
@@ -64,15 +60,11 @@ def clipped_surrogate_loss(
 
 @typechecked
 def value_loss(
-    values: Float[Tensor, " batch"],
-    old_values: Float[Tensor, " batch"],
-    returns: Float[Tensor, " batch"],
-    clip_coef: float | None,
+    values: PerSample, old_values: PerSample, returns: PerSample, clip_coef: float | None
 ) -> Scalar:
     """Squared error of the critic, or with ``clip_coef`` the larger of the unclipped and
-    clipped errors (the new value kept within ``clip_coef`` of the one that collected the
-    data). No 0.5 factor: the coefficient belongs to the caller.
-    """
+    clipped errors (the new value kept within ``clip_coef`` of the one that collected the data).
+    No 0.5 factor: the coefficient belongs to the caller."""
     unclipped = (values - returns) ** 2
     if clip_coef is None:
         return unclipped.mean()
@@ -81,30 +73,26 @@ def value_loss(
 
 
 @typechecked
-def entropy_bonus(entropy: Float[Tensor, " batch"]) -> Scalar:
+def entropy_bonus(entropy: PerSample) -> Scalar:
     """Mean policy entropy; subtract ``coef * entropy_bonus`` from the loss to explore."""
     return entropy.mean()
 
 
 @typechecked
-def approx_kl(log_prob: Float[Tensor, " batch"], old_log_prob: Float[Tensor, " batch"]) -> Scalar:
+def approx_kl(log_prob: PerSample, old_log_prob: PerSample) -> Scalar:
     """Low-variance, non-negative estimate of KL(old || new): mean of ``(r - 1) - log r``."""
     log_ratio = log_prob - old_log_prob
     return (torch.exp(log_ratio) - 1.0 - log_ratio).mean()
 
 
 @typechecked
-def clip_fraction(
-    log_prob: Float[Tensor, " batch"], old_log_prob: Float[Tensor, " batch"], clip_coef: float
-) -> Scalar:
+def clip_fraction(log_prob: PerSample, old_log_prob: PerSample, clip_coef: float) -> Scalar:
     """Share of samples whose probability ratio left ``[1 - c, 1 + c]``."""
     ratio = torch.exp(log_prob - old_log_prob)
     return ((ratio - 1.0).abs() > clip_coef).to(log_prob.dtype).mean()
 
 
 @typechecked
-def reinforce_loss(
-    log_prob: Float[Tensor, " batch"], advantages: Float[Tensor, " batch"]
-) -> Scalar:
+def reinforce_loss(log_prob: PerSample, advantages: PerSample) -> Scalar:
     """Vanilla policy gradient: ``-mean(log_prob * A)``, advantages treated as constants."""
     return -(log_prob * advantages.detach()).mean()

@@ -139,9 +139,8 @@ class _ShapeCheck:
         memo[1].update(variadic_axes)
         try:
             result = run(*args, **kwargs)
-            if (
-                "return" in self.hints
-            ):  # as jaxtyping: arguments and result, in the memo after the body
+            # as jaxtyping: arguments and result, in the memo after the body
+            if "return" in self.hints:
                 after = get_shape_memo()
                 same = after[0] == axes and after[1] == variadic_axes and not after[2]
                 # the arguments too, which the body may have resized, and the result

@@ -1,8 +1,7 @@
 """Command line: ``python -m <package>.ppo.enjoy --ckpt_path FILE``: replay a trained policy,
-greedily (as the run's evaluations did) and with sampled actions. ``--seed`` and
-``--episodes`` default to the run's evaluation settings, so the greedy figures equal its
-last evaluation's. The file is read with ``torch.load(weights_only=True)``: it can hold
-only tensors and plain values, never code to run."""
+greedily (as the run's evaluations did) and with sampled actions; by default the episodes of the
+run's evaluations, so the greedy figures equal its last evaluation's. The file is read with
+``torch.load(weights_only=True)``: it holds tensors and plain values, never code to run."""
 
 import importlib.util
 import json

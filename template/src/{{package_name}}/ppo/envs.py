@@ -4,8 +4,7 @@ and a ``UserError`` before training for an environment PPO cannot make or drive.
 Gymnasium 1.x's default (``NEXT_STEP``) autoreset spends one ``step`` per finished episode
 on returning the reset observation: a fake transition, zero reward and the action ignored.
 ``SAME_STEP`` returns the reset observation from the step that ends the episode, and the
-final one in ``info["final_obs"]``, where a truncated episode's bootstrap needs it.
-"""
+final one in ``info["final_obs"]``, where a truncated episode's bootstrap needs it."""
 
 import difflib
 import importlib

@@ -34,19 +34,10 @@ class PPOReporting(Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.evaluations = [tuple(pair) for pair in state_dict.get("evaluations", [])]
 
-    def on_train_batch_start(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
-    ) -> None:
+    def on_train_batch_start(self, *_: Any) -> None:
         self._update_started = time.perf_counter()
 
-    def on_train_batch_end(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-    ) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *_: Any) -> None:
         """After each rollout's update: evaluate if one falls due."""
         self.timing["update"] += time.perf_counter() - self._update_started
         assert isinstance(pl_module, PPOModule) and pl_module.collector is not None

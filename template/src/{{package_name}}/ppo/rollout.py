@@ -2,8 +2,7 @@
 
 Each step records the observation the action was chosen from, so with ``SAME_STEP``
 autoreset every stored row is a real transition. ``next_values[t]`` is the value of what
-followed step ``t``: the next stored observation, or for a truncated episode its final one.
-"""
+followed step ``t``: the next stored observation, or for a truncated episode its final one."""
 
 import time
 from dataclasses import dataclass, field, fields

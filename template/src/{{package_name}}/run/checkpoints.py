@@ -3,8 +3,7 @@
 Lightning moves a checkpoint into place from the system's temp folder; from another
 filesystem the move is a copy, and a crash during it leaves a truncated ``last.ckpt``. Here
 the temporary file is renamed over the old one in its own folder, atomically. A file that
-does not load, or does not fit the model, raises a ``UserError`` that names it.
-"""
+does not load, or does not fit the model, raises a ``UserError`` that names it."""
 
 import inspect
 import os
@@ -47,15 +46,9 @@ class CheckpointFiles(TorchCheckpointIO):
         finally:
             temporary.unlink(missing_ok=True)
 
-    def load_checkpoint(
-        self,
-        path: str | Path,
-        map_location: Callable | None = lambda storage, loc: storage,
-        weights_only: bool | None = None,
-    ) -> dict[str, Any]:
-        checkpoint = read(
-            path, lambda: TorchCheckpointIO.load_checkpoint(self, path, map_location, weights_only)
-        )
+    def load_checkpoint(self, path: str | Path, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        load = super().load_checkpoint
+        checkpoint = read(path, lambda: load(path, *args, **kwargs))
         if self.module is not None:
             check_fits(checkpoint, self.module, path)
         return checkpoint

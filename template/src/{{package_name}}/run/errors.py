@@ -1,8 +1,7 @@
 """One line for a user's mistake: raise :class:`UserError`, and the command line prints
 ``error: <message>`` and exits with status 2, the parser's convention for a bad option,
 rather than a traceback through frames the user never wrote. Every other exception keeps
-its traceback and exit status 1. ``SHOW_TRACEBACK=1`` prints a UserError's traceback too.
-"""
+its traceback and exit status 1. ``SHOW_TRACEBACK=1`` prints a UserError's traceback too."""
 
 import os
 import sys

@@ -2,8 +2,7 @@
 :class:`BroadcastGuardCallback` guards the first training steps; :class:`NonFiniteLocator`
 stops at the first NaN or Inf and names the module it came from.
 
-Copy-paste: this file imports third-party packages, ``core/broadcast.py`` and ``shapes``.
-"""
+Copy-paste: this file imports third-party packages, ``core/broadcast.py`` and ``shapes``."""
 
 import math
 from collections.abc import Callable
@@ -22,14 +21,12 @@ __all__ = ["BroadcastGuardCallback", "NonFiniteError", "NonFiniteLocator"]
 
 
 class BroadcastGuardCallback(Callback):
-    """Guards the first ``steps`` training batches, then removes itself: a shape bug shows
-    in the first steps, and the guard's Python-level overhead is then gone for good.
-
-    The guard is on from ``on_train_epoch_start`` until the ``steps``-th
-    ``on_train_batch_end``, so it also sees each batch being fetched (PPO collects its
-    rollout there) and any validation in between; backward runs in C++, unseen. Each time
-    it arms it applies ``mark_buffer`` to the module's buffers, made before any guard.
-    """
+    """Guards the first ``steps`` training batches, then removes itself: a shape bug shows in
+    the first steps, and the guard's Python-level overhead is then gone for good. The guard is
+    on from ``on_train_epoch_start`` until the ``steps``-th ``on_train_batch_end``, so it also
+    sees each batch being fetched (PPO collects its rollout there) and any validation in
+    between; backward runs in C++, unseen. Each time it arms it applies ``mark_buffer`` to the
+    module's buffers, made before any guard."""
 
     def __init__(self, steps: int = 50) -> None:
         self.steps = steps
@@ -64,15 +61,12 @@ class NonFiniteError(RuntimeError):
 
 class NonFiniteLocator(Callback):
     """Stops training at the first non-finite loss or gradient and says where it came from.
-
-    While training is finite it costs one fused gradient norm and one host sync per
-    optimizer step. The check runs after backward and before the weights move, so they stay
-    finite and no checkpoint follows the last good one. The report (also in
-    ``nonfinite_report.txt``) names the first submodule whose output went non-finite in a
-    replay of ``training_step``; the batch goes to ``nonfinite_batch.pt``. Under fp16 mixed
-    precision infinite gradients are routine (the scaler skips those steps), so only the
-    loss is checked there.
-    """
+    While training is finite it costs one fused gradient norm and one host sync per optimizer
+    step. The check runs after backward and before the weights move, so they stay finite and no
+    checkpoint follows the last good one. The report (also in ``nonfinite_report.txt``) names
+    the first submodule whose output went non-finite in a replay of ``training_step``; the batch
+    goes to ``nonfinite_batch.pt``. Under fp16 mixed precision infinite gradients are routine
+    (the scaler skips those steps), so only the loss is checked there."""
 
     def __init__(self) -> None:
         self._batch, self._batch_idx = None, 0
@@ -117,22 +111,17 @@ class NonFiniteLocator(Callback):
         bad_losses = [entry for entry in losses if not _all_finite(entry[2])]
         if bad_losses or (bad_grads and not scaled):
             suspects = bad_losses or losses or [(self._batch_idx, self._batch, values[0])]
-            self._fail(trainer, pl_module, suspects, bad_grads)
+            self._fail(trainer, suspects, bad_grads)
 
     def _fail(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        suspects: list[tuple[int, Any, Tensor]],
-        bad_grads: list[str],
+        self, trainer: L.Trainer, suspects: list[tuple[int, Any, Tensor]], bad_grads: list[str]
     ) -> None:
-        batch_idx, batch, loss = suspects[0]
-        lines, culprit = _replay_forward(pl_module, batch, batch_idx)
-        for later in suspects[1:]:  # more than one only under gradient accumulation
+        pl_module = trainer.lightning_module
+        for suspect in suspects:  # more than one only under gradient accumulation
+            batch_idx, batch, loss = suspect
+            lines, culprit = _replay_forward(pl_module, batch, batch_idx)
             if culprit:
                 break
-            batch_idx, batch, loss = later
-            lines, culprit = _replay_forward(pl_module, batch, batch_idx)
         where = f"batch {batch_idx} of epoch {trainer.current_epoch}"
         bad_inputs = [_describe_tensor(t) for t in _tensors_in(batch) if not _all_finite(t)]
         bad_params = [name for name, p in pl_module.named_parameters() if not _all_finite(p)]
@@ -165,13 +154,11 @@ class _FirstNonFinite(Exception):
     """Raised by a forward hook, with report lines and the culprit, to end the replay."""
 
 
-def _replay_forward(
-    pl_module: L.LightningModule, batch: Any, batch_idx: int
-) -> tuple[list[str], str]:
+def _replay_forward(model: L.LightningModule, batch: Any, batch_idx: int) -> tuple[list[str], str]:
     """Re-run ``training_step`` without gradients or logging, with a hook on every submodule;
     the first module to return a non-finite tensor ends it. Hooks fire as modules finish, so
     the first is the innermost. Returns report lines and the culprit ("" if none)."""
-    if not pl_module.automatic_optimization:
+    if not model.automatic_optimization:
         return ["no forward replay: under manual optimization training_step steps itself"], ""
 
     def hook(name: str) -> Callable[..., None]:
@@ -191,21 +178,19 @@ def _replay_forward(
 
         return check
 
-    modules = [(name, module) for name, module in pl_module.named_modules() if name]
-    handles = [
-        module.register_forward_hook(hook(name), with_kwargs=True) for name, module in modules
-    ]
+    modules = [(name, module) for name, module in model.named_modules() if name]
+    handles = [each.register_forward_hook(hook(name), with_kwargs=True) for name, each in modules]
     # A replay must not log: instance attributes shadow ``log`` and ``log_dict``.
-    pl_module.log = pl_module.log_dict = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    model.log = model.log_dict = lambda *args, **kwargs: None  # type: ignore[method-assign]
     try:
         with torch.no_grad():
-            result = pl_module.training_step(batch, batch_idx)
+            result = model.training_step(batch, batch_idx)
     except _FirstNonFinite as found:
         return found.args
     except Exception as error:  # a failed replay must not hide the report
         return [f"the forward replay failed: {error!r}"], ""
     finally:
-        del pl_module.log, pl_module.log_dict
+        del model.log, model.log_dict
         for handle in handles:
             handle.remove()
     if not all(_all_finite(t) for t in _tensors_in(result)):

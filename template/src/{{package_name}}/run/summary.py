@@ -1,8 +1,7 @@
 """A callback that ends every ``fit`` with a short printed summary and ``summary.json`` in
 the run's log directory, so a script can read a run's outcome without parsing logs.
 Another callback adds keys with a ``summary_extras(trainer, pl_module)`` method (PPO's
-reporting does).
-"""
+reporting does)."""
 
 import json
 import time
@@ -31,9 +30,8 @@ class RunSummary(Callback):
         if not trainer.is_global_zero:
             return
         logged = trainer.callback_metrics
-        summary: dict[str, Any] = {
-            name: float(logged[name]) if name in logged else None for name in self.metrics
-        }
+        summary: dict[str, Any] = dict.fromkeys(self.metrics)
+        summary |= {name: float(logged[name]) for name in self.metrics if name in logged}
         summary |= {
             "train_seconds": round(self.train_seconds, 3),
             "epochs": trainer.current_epoch,

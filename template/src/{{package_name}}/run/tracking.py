@@ -1,6 +1,5 @@
 """Experiment tracking: add a logger with ``--trainer.logger+=configs/logger/<name>.yaml``.
-Its ``save_dir`` follows ``--trainer.default_root_dir``: the path a preset cannot know.
-"""
+Its ``save_dir`` follows ``--trainer.default_root_dir``: the path a preset cannot know."""
 
 from pathlib import Path
 
