@@ -10,6 +10,7 @@ from unittest import mock
 
 import torch
 from beartype import beartype
+from einops import rearrange
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jaxtyping import Float, Shaped, TypeCheckError, jaxtyped
@@ -62,7 +63,7 @@ def adversaries(check: Callable) -> dict[str, Callable]:
 
     @check
     def resized(x: Float[Tensor, " b *rest"], flag: bool) -> F:
-        first = x.reshape(len(x), -1)[:, 0].clone()
+        first = rearrange(x, "b ... -> b (...)")[:, 0].clone()
         if flag:  # the plain check then refuses the resized argument
             x.unsqueeze_(-1)
         return first
@@ -105,7 +106,7 @@ def arguments(name: str, size: int, signs: int, flag: bool, variant: int) -> tup
     negative, ``variant`` picks a dtype, a container, a keyword or a broken shape."""
     x = torch.tensor([-1.0 if signs >> i & 1 else 1.0 + i for i in range(size)])
     x = x.double() if variant == 3 else x
-    other = [x, x[:1], x.unsqueeze(1), None][variant]
+    other = [x, x[:1], rearrange(x, "b -> b 1"), None][variant]
     if name == "inner":
         return (other,), {}
     if name == "variadic":
@@ -118,8 +119,8 @@ def arguments(name: str, size: int, signs: int, flag: bool, variant: int) -> tup
     if name == "pair":
         return ((x, other if variant < 3 else x), flag), {}
     if name == "container":
-        items = [x] if variant % 2 else [x.unsqueeze(1)]
-        return ([deque(items), items, (x, x), (x.unsqueeze(1),)][variant],), {}
+        items = [x] if variant % 2 else [rearrange(x, "b -> b 1")]
+        return ([deque(items), items, (x, x), (rearrange(x, "b -> b 1"),)][variant],), {}
     if name == "module":
         return ([nn.Linear, int, nn.Module, Impostor][variant], flag), {}
     if name == "shaped":
