@@ -40,6 +40,7 @@ CORE = [
     f"{PACKAGE}/core/broadcast.py",
     f"{PACKAGE}/core/masks.py",
     f"{PACKAGE}/core/attention.py",
+    f"{PACKAGE}/core/standardise.py",
     f"{PACKAGE}/run/__init__.py",
     f"{PACKAGE}/run/guards.py",
     f"{TESTS}/__init__.py",
@@ -58,6 +59,7 @@ CORE = [
     f"{TESTS}/test_seed_bug.py",
     f"{TESTS}/test_shape_bug_catalog.py",
     f"{TESTS}/test_shapes.py",
+    f"{TESTS}/test_shape_memo.py",
 ]
 
 # Either example: the LightningCLI entry point, its run files, trainer and logger presets.
@@ -71,10 +73,20 @@ ANY_EXAMPLE = [
     "docs/tracking.md",
     f"{PACKAGE}/run/checkpoints.py",
     f"{PACKAGE}/run/cli.py",
+    f"{PACKAGE}/run/data.py",
     f"{PACKAGE}/run/errors.py",
+    f"{PACKAGE}/run/ranges.py",
     f"{PACKAGE}/run/tracking.py",
     f"{TESTS}/test_run_files.py",
     f"{TESTS}/test_tracking.py",
+    f"{TESTS}/test_user_mistakes.py",
+]
+
+# The regression or the sequence example: the pieces their tables and training share.
+TABLE_EXAMPLE = [
+    f"{PACKAGE}/run/schedule.py",
+    f"{PACKAGE}/run/tables.py",
+    f"{PACKAGE}/run/validation.py",
 ]
 
 REGRESSION = [
@@ -211,6 +223,8 @@ def expected(answers: dict[str, object]) -> list[str]:
     files = list(CORE)
     if examples:
         files += ANY_EXAMPLE
+    if "regression" in examples or "sequence" in examples:
+        files += TABLE_EXAMPLE
     files += REGRESSION if "regression" in examples else []
     files += PPO if "ppo" in examples else []
     files += SEQUENCE if "sequence" in examples else []
