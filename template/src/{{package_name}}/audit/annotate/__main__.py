@@ -88,10 +88,8 @@ def _summary(
 ) -> None:
     functions = proposal.functions
     annotated = sorted(k for k, p in functions.items() if p.params or p.result)
-    lines = [
-        f"annotate: {kept['runs']} recorded runs in {options.record}; "
-        f"{len(annotated)} functions annotated"
-    ]
+    lines = [f"annotate: {kept['runs']} runs recorded in {options.record}"]
+    lines.append(f"annotate: {len(annotated)} functions annotated" + ":" * bool(annotated))
     lines += [f"  {os.path.relpath(k, cwd)}" for k in annotated]
     for title, items in (
         ("axes named from the code", proposal.named_from_code),
