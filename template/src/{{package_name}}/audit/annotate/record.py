@@ -15,7 +15,7 @@ import runpy
 import sys
 import traceback
 from pathlib import Path
-from types import CodeType, FrameType
+from types import FrameType
 from typing import Any
 
 import torch
@@ -128,7 +128,7 @@ def describe(value: Any, depth: int = 0) -> tuple:
     """A value as the record keeps it, hashable: a tensor's sizes and dtype, None, the items
     of a tuple, list or NamedTuple, or the name of any other type."""
     if isinstance(value, torch.Tensor):
-        return ("tensor", tuple(value.shape), str(value.dtype).removeprefix("torch."))
+        return ("tensor", value.shape, value.dtype)  # made readable when saved
     if value is None:
         return NONE
     if isinstance(value, tuple | list) and not isinstance(value, torch.Size) and depth < 4:
@@ -144,7 +144,7 @@ def as_json(value: tuple | None) -> dict | None:
         return None
     kind, *rest = value
     if kind == "tensor":
-        return {"tensor": list(rest[0]), "dtype": rest[1]}
+        return {"tensor": list(rest[0]), "dtype": str(rest[1]).removeprefix("torch.")}
     if kind in ("tuple", "list"):
         return {kind: [as_json(item) for item in rest[0]]}
     if kind == "namedtuple":
@@ -160,53 +160,59 @@ class Recorder:
         self.roots = [os.path.join(os.path.realpath(path), "") for path in sources]
         self.roots += [os.path.realpath(path) for path in sources]
         self.own = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "")
-        self.decided: dict[int, tuple[CodeType, tuple[str, list[str]] | None]] = {}
         self.files: dict[str, tuple[dict[int, tuple[str, list[str]]], set[str]]] = {}
         self.stack: list[tuple[FrameType, str, tuple, tuple | None]] = []
         self.calls: dict[tuple, int] = {}
 
-    def _decide(self, code: CodeType) -> tuple[str, list[str]] | None:
-        file = os.path.realpath(code.co_filename)
+    def _functions(self, name: str) -> dict[int, tuple[str, list[str], str]] | None:
+        """The recorded functions of the file a code object names, by their first line."""
+        file = os.path.realpath(name)
         if file.startswith(self.own) or not file.startswith(tuple(self.roots)):
             return None
         if "site-packages" in file or "dist-packages" in file or not file.endswith(".py"):
             return None
-        if file not in self.files:
-            try:
-                self.files[file] = functions_in(file)
-            except (OSError, SyntaxError, ValueError):
-                self.files[file] = ({}, set())
-        found = self.files[file][0].get(code.co_firstlineno)
-        if found is None or found[0].rpartition(".")[2] != code.co_name or code.co_flags & _LAZY:
+        try:
+            self.files[file] = functions_in(file)
+        except (OSError, SyntaxError, ValueError):
             return None
-        return f"{file}::{found[0]}", found[1]
-
-    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            code = frame.f_code  # by id, the code kept alive: its hash reads its constants
-            try:
-                function = self.decided[id(code)][1]
-            except KeyError:
-                function = self._decide(code)
-                self.decided[id(code)] = (code, function)
-            if function is not None:
-                values = frame.f_locals
-                args = tuple((p, describe(values[p])) for p in function[1] if p in values)
-                caller = self.stack[-1][1:3] if self.stack else None
-                self.stack.append((frame, function[0], args, caller))
-        elif event == "return" and self.stack and self.stack[-1][0] is frame:
-            _, key, args, caller = self.stack.pop()
-            code = frame.f_code.co_code
-            done = arg is not None or frame.f_lasti < 0 or code[frame.f_lasti] in _RETURNS
-            observed = (key, args, describe(arg) if done else None, done, caller)
-            self.calls[observed] = self.calls.get(observed, 0) + 1
+        found = self.files[file][0].items()
+        return {
+            line: ((f"{file}::{q}", tuple(p)), p, q.rpartition(".")[2]) for line, (q, p) in found
+        }
 
     def __enter__(self) -> "Recorder":
-        sys.setprofile(self._profile)
+        stack, calls, functions = self.stack, self.calls, self._functions
+        by_name: dict[str, dict[int, tuple[str, list[str], str]] | None] = {}
+
+        def call(frame: FrameType, event: str, arg: Any) -> Any:  # only calls come here
+            code = frame.f_code  # one lookup by file name (a string, its hash is kept)
+            lines = by_name.get(code.co_filename, by_name)
+            if lines is by_name:
+                lines = by_name[code.co_filename] = functions(code.co_filename)
+            found = lines and lines.get(code.co_firstlineno)
+            if found and found[2] == code.co_name and not code.co_flags & _LAZY:
+                values = frame.f_locals
+                args = tuple([describe(values[p]) for p in found[1]])
+                stack.append((frame, found[0], args, stack[-1][1:3] if stack else None))
+                frame.f_trace_lines = False
+                return end
+            return None  # nothing more from this call
+
+        def end(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "return" and stack and stack[-1][0] is frame:
+                _, key, args, caller = stack.pop()
+                lasti = frame.f_lasti
+                done = arg is not None or lasti < 0 or frame.f_code.co_code[lasti] in _RETURNS
+                observed = (key, args, describe(arg) if done else None, done, caller)
+                calls[observed] = calls.get(observed, 0) + 1
+            return end
+
+        self.previous = sys.gettrace()
+        sys.settrace(call)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        sys.setprofile(None)
+        sys.settrace(self.previous)
         self.stack.clear()
 
     def merge_into(self, record: dict) -> None:
@@ -215,25 +221,24 @@ class Recorder:
         record["runs"] += 1
         functions = record["functions"]
 
-        def entry(key: str) -> dict:
+        def entry(key: str) -> dict:  # its parameters as this run saw them
             file, qualname = key.split("::", 1)
-            if key not in functions:
-                lines = self.files[file][0].values()
-                params = next((p for name, p in lines if name == qualname), [])
-                functions[key] = {"file": file, "qualname": qualname, "params": params}
-                functions[key].update(torchscript=False, calls=[])
+            lines = self.files[file][0].values()
+            params = next((p for name, p in lines if name == qualname), [])
+            new = {"file": file, "qualname": qualname, "torchscript": False, "calls": []}
+            functions[key] = {**new, **functions.get(key, {}), "params": params}
             return functions[key]
 
         for file, (_, scripted) in self.files.items():
             for qualname in scripted:
                 entry(f"{file}::{qualname}")["torchscript"] = True
         index = {(k, _without_count(c)): c for k, f in functions.items() for c in f["calls"]}
-        for (key, args, result, done, caller), count in self.calls.items():
-            call: dict[str, Any] = {"args": {name: as_json(value) for name, value in args}}
+        for ((key, params), args, result, done, caller), count in self.calls.items():
+            call: dict[str, Any] = {"args": dict(zip(params, map(as_json, args), strict=True))}
             call.update(result=as_json(result), complete=done)
             call["caller"] = caller and {
-                "function": caller[0],
-                "args": {name: as_json(value) for name, value in caller[1]},
+                "function": caller[0][0],
+                "args": dict(zip(caller[0][1], map(as_json, caller[1]), strict=True)),
             }
             seen = index.get((key, same := json.dumps(call, sort_keys=True)))
             if seen is None:
