@@ -1,0 +1,109 @@
+"""``python -m <package>.audit.annotate [options] SCRIPT [ARGS...]``, ``... -m MODULE [ARGS...]``,
+or with no program ``... --write [--decorate]``: record the shapes every function of the
+sources sees while the program runs as Python would (its own ``sys.argv``, ``__name__``,
+working directory, import path, output and exit status), then write jaxtyping annotations
+inferred from every recorded run: a diff, or the sources with ``--write``. docs/annotate.md.
+"""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ...run.errors import UserError, user_errors
+from ..command import _Parser
+from . import edit, record
+from .infer import Proposal, propose
+
+
+def main(argv: list[str] | None = None) -> int:
+    prog = f"python -m {__package__}"
+    parser = _Parser(
+        prog=prog,
+        usage=f"{prog} [options] [SCRIPT | -m MODULE] [ARGS ...]",
+        description="Record the tensor shapes of a program's functions while it runs, and "
+        "annotate them with jaxtyping (a diff, or the sources with --write).",
+        allow_abbrev=False,
+    )
+    add = parser.add_argument
+    add("--record", type=Path, default=Path("annotate.json"), metavar="FILE", help="the record")
+    add("--source", type=Path, action="append", default=[], metavar="PATH", help="recorded")
+    add("--write", action="store_true", help="edit the sources rather than write annotate.diff")
+    add("--decorate", action="store_true", help="and add @jaxtyped(typechecker=beartype)")
+    add("-m", dest="module", action="store_true", help="run MODULE as python -m does")
+    add("program", nargs=argparse.REMAINDER, metavar="SCRIPT | MODULE")
+    options = parser.parse_args(argv)
+    program = options.program[1:] if options.program[:1] == ["--"] else options.program
+    if options.module and not program:
+        parser.error("-m needs a MODULE to run")
+    with user_errors():
+        return _annotate(options, program)
+
+
+def _annotate(options: argparse.Namespace, program: list[str]) -> int:
+    path, cwd = options.record.absolute(), os.getcwd()
+    for source in options.source:
+        if not source.exists():
+            raise UserError(f"--source {source}: no such file or folder")
+    if program and not options.module and not os.path.isfile(program[0]):
+        raise UserError(f"no such script: {program[0]}")
+    if not path.parent.is_dir():
+        raise UserError(f"--record {options.record}: no folder {path.parent}")
+    kept = record.load(path)
+    edit.plan(kept, None)  # the record still fits the sources, before anything runs
+    if program:
+        default = cwd if options.module else os.path.dirname(os.path.abspath(program[0]))
+        with record.Recorder([str(s) for s in options.source] or [default]) as recorder:
+            status = record.run(program, options.module)
+        if status is None:
+            raise UserError(f"no module named {program[0]!r}")
+        recorder.merge_into(kept)
+        if status != 0:
+            record.save(kept, path)
+            print(
+                f"annotate: the program exited with status {status}; its calls are kept in "
+                f"{options.record}, no source was changed",
+                file=sys.stderr,
+                flush=True,
+            )
+            return status
+    sources = {
+        key: Path(key).read_text() for key in {f["file"] for f in kept["functions"].values()}
+    }
+    proposal = propose(kept, sources)
+    changes, written = edit.plan(kept, proposal, options.decorate)
+    if options.write:
+        for file, (_, new) in changes.items():
+            Path(file).write_text(new)
+        kept["written"] = written
+    else:
+        Path("annotate.diff").write_text(edit.diff(changes, cwd))
+    record.save(kept, path)
+    _summary(kept, proposal, options, len(changes), cwd)
+    return 0
+
+
+def _summary(
+    kept: dict, proposal: Proposal, options: argparse.Namespace, files: int, cwd: str
+) -> None:
+    functions = proposal.functions
+    annotated = sorted(k for k, p in functions.items() if p.params or p.result)
+    lines = [
+        f"annotate: {kept['runs']} recorded runs in {options.record}; "
+        f"{len(annotated)} functions annotated"
+    ]
+    lines += [f"  {os.path.relpath(k, cwd)}" for k in annotated]
+    for title, items in (
+        ("axes named from the code", proposal.named_from_code),
+        ("axes left literal (record a run in which they vary)", proposal.literal_axes),
+        ("held tensors but never ran in full", proposal.incomplete),
+        ("left alone: compiled by torch.jit.script", proposal.torchscript),
+    ):
+        lines += [f"annotate: {title}:", *(f"  {item}" for item in items)] if items else []
+    done = f"{files} files edited" if options.write else "the change is in annotate.diff"
+    lines.append(f"annotate: {done}" + ("" if options.write else " (--write applies it)"))
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,213 @@
+"""The edit, with libcst so that everything it does not touch stays byte for byte: the
+annotations of the recorded functions' parameters and results, the imports they need (real
+ones: a runtime check reads them, ``from __future__ import annotations`` or not), and with
+``--decorate`` one ``@jaxtyped(typechecker=beartype)`` line, innermost, per annotated function.
+
+An existing annotation is the user's and kept, except a bare ``Tensor`` (or ``Tensor | None``)
+and one this command wrote (the record's ``written``), which is recomputed. Annotating again
+from the same runs therefore changes nothing.
+"""
+
+import difflib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+
+from ...run.errors import UserError
+
+DECORATOR = "jaxtyped(typechecker=beartype)"
+BARE = {
+    f"{optional[0]}{tensor}{optional[1]}"
+    for tensor in ("Tensor", "torch.Tensor")
+    for optional in [("", ""), ("", "|None"), ("None|", ""), ("Optional[", "]")]
+    + [("typing.Optional[", "]")]
+}
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _same(text: str) -> str:
+    return "".join(text.split()).strip("'\"")
+
+
+class _Annotate(cst.CSTTransformer):
+    """Annotates the functions named by qualified name in ``proposals``, and notes every
+    function's qualified name in ``found``, and what it wrote in ``written``."""
+
+    def __init__(self, proposals: dict[str, Any], ours: dict[str, dict], decorate: bool) -> None:
+        self.proposals, self.ours, self.decorate = proposals, ours, decorate
+        self.scope: list[str] = []
+        self.found: set[str] = set()
+        self.written: dict[str, dict[str, str]] = {}
+        self.annotated = False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.scope.append(node.name.value)
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self.scope.pop()
+        return updated
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.found.add(".".join([*self.scope, node.name.value]))
+        self.scope += [node.name.value, "<locals>"]
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> Any:
+        del self.scope[-2:]
+        qualname = ".".join([*self.scope, updated.name.value])
+        proposal = self.proposals.get(qualname)
+        if proposal is None or not (proposal.params or proposal.result):
+            return updated
+        ours, written = self.ours.get(qualname, {}), self.written.setdefault(qualname, {})
+        self.annotated = True
+
+        def annotate(old: cst.Annotation | None, name: str, text: str) -> cst.Annotation | None:
+            if old is not None and _same(_code(old.annotation)) not in (
+                *BARE,
+                _same(ours.get(name, "\0")),
+            ):
+                return old  # the user's own
+            written[name] = text
+            new = cst.parse_expression(text)
+            return cst.Annotation(new) if old is None else old.with_changes(annotation=new)
+
+        def param(node: Any) -> Any:
+            text = proposal.params.get(node.name.value) if isinstance(node, cst.Param) else None
+            if text is None:
+                return node
+            new = node.with_changes(annotation=annotate(node.annotation, node.name.value, text))
+            if node.annotation is None and isinstance(node.equal, cst.AssignEqual):
+                space = cst.SimpleWhitespace(" ")
+                new = new.with_changes(equal=cst.AssignEqual(space, space))
+            return new
+
+        p = updated.params
+        params = p.with_changes(
+            params=[param(x) for x in p.params],
+            posonly_params=[param(x) for x in p.posonly_params],
+            kwonly_params=[param(x) for x in p.kwonly_params],
+            star_arg=param(p.star_arg),
+            star_kwarg=param(p.star_kwarg),
+        )
+        returns = updated.returns
+        if proposal.result:
+            returns = annotate(returns, "return", proposal.result)
+        decorators = list(updated.decorators)
+        if self.decorate and not any("jaxtyped" in _code(d.decorator) for d in decorators):
+            decorators.append(cst.Decorator(cst.parse_expression(DECORATOR)))
+        return updated.with_changes(params=params, returns=returns, decorators=decorators)
+
+
+def _bound(module: cst.Module) -> set[str]:
+    """The names a module's top level binds by import or assignment."""
+    names: set[str] = set()
+    for line in module.body:
+        for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Import | cst.ImportFrom) and not isinstance(
+                small.names, cst.ImportStar
+            ):
+                for alias in small.names:
+                    bound = alias.asname.name if alias.asname else alias.name
+                    names.add(_code(bound).split(".")[0])
+            elif isinstance(small, cst.Assign):
+                names.update(_code(t.target) for t in small.targets)
+    return names
+
+
+def _with_imports(module: cst.Module, needed: dict[str, list[str]]) -> cst.Module:
+    """``module`` importing each of ``needed`` (module -> names) it does not bind yet: added
+    to its ``from MODULE import`` line if it has one, else one new line after its imports."""
+    bound, body = _bound(module), list(module.body)
+    first_def = next(
+        (i for i, s in enumerate(body) if not isinstance(s, cst.SimpleStatementLine)), len(body)
+    )
+    at = 1 if body and _code(body[0]).lstrip()[:1] in "\"'" and first_def > 0 else 0
+    for index, line in enumerate(body[:first_def]):
+        if any(isinstance(s, cst.Import | cst.ImportFrom) for s in line.body):  # type: ignore[attr-defined]
+            at = index + 1
+    new_lines = []
+    for source, names in sorted(needed.items()):
+        missing = sorted(set(names) - bound)
+        if not missing:
+            continue
+        for index, line in enumerate(body):
+            small = line.body[0] if isinstance(line, cst.SimpleStatementLine) else None
+            if (
+                isinstance(small, cst.ImportFrom)
+                and not isinstance(small.names, cst.ImportStar)
+                and small.module is not None
+                and _code(small.module) == source
+                and not small.relative
+            ):
+                aliases = [*small.names, *(cst.ImportAlias(cst.Name(n)) for n in missing)]
+                if isinstance(aliases[-len(missing) - 1].comma, cst.Comma):  # a trailing comma
+                    aliases[-len(missing) - 1] = aliases[-len(missing) - 1].with_changes(
+                        comma=cst.MaybeSentinel.DEFAULT
+                    )
+                body[index] = line.with_changes(body=[small.with_changes(names=aliases)])
+                break
+        else:
+            new_lines.append(cst.parse_statement(f"from {source} import {', '.join(missing)}\n"))
+    return module.with_changes(body=[*body[:at], *new_lines, *body[at:]])
+
+
+def plan(
+    record: dict, proposal: Any, decorate: bool = False
+) -> tuple[dict[str, tuple[str, str]], dict[str, dict]]:
+    """The files that change (file -> old and new text) and the new ``written`` of the
+    record; refuses a recorded file that is gone or no longer parses, and a recorded function
+    no longer found by its qualified name. ``proposal`` None: only these checks."""
+    by_file: dict[str, dict[str, Any]] = {}
+    for key, function in record["functions"].items():
+        found = proposal.functions.get(key) if proposal is not None else None
+        if function.get("torchscript"):
+            found = None
+        by_file.setdefault(function["file"], {})[function["qualname"]] = found
+    changes, written = {}, {}
+    for file, functions in sorted(by_file.items()):
+        try:
+            old = Path(file).read_text()
+            module = cst.parse_module(old)
+        except OSError:
+            raise UserError(f"{file}: recorded, but it no longer exists") from None
+        except cst.ParserSyntaxError as error:
+            reason = str(error).strip().splitlines()[0]
+            raise UserError(f"{file}: no longer parses ({reason})") from None
+        ours = {q: record["written"].get(f"{file}::{q}", {}) for q in functions}
+        editor = _Annotate({q: p for q, p in functions.items() if p}, ours, decorate)
+        module = module.visit(editor)
+        for qualname in sorted(set(functions) - editor.found):
+            raise UserError(
+                f"{file}: {qualname} is recorded but no longer defined there "
+                "(record again into a new --record file)"
+            )
+        texts = [text for done in editor.written.values() for text in done.values()]
+        names = proposal.jaxtyping_names.get(file, ()) if proposal is not None else ()
+        needed = {"jaxtyping": [n for n in names if any(re.search(rf"\b{n}\[", t) for t in texts)]}
+        if any(re.search(r"(?<!\.)\bTensor\b", t) for t in texts):
+            needed["torch"] = ["Tensor"]
+        if decorate and editor.annotated:
+            needed["jaxtyping"].append("jaxtyped")
+            needed["beartype"] = ["beartype"]
+        new = _with_imports(module, needed).code
+        written.update({f"{file}::{q}": w for q, w in editor.written.items() if w})
+        if new != old:
+            changes[file] = (old, new)
+    return changes, written
+
+
+def diff(changes: dict[str, tuple[str, str]], cwd: str) -> str:
+    """The unified diff of ``changes``, with paths relative to ``cwd`` where they can be."""
+    text = []
+    for file, (old, new) in sorted(changes.items()):
+        name = (
+            os.path.relpath(file, cwd) if not os.path.relpath(file, cwd).startswith("..") else file
+        )
+        a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+        text += difflib.unified_diff(a, b, f"a/{name}", f"b/{name}")
+    return "".join(text)
