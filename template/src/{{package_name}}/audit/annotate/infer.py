@@ -383,12 +383,17 @@ def _name_across(functions: dict[str, _Function]) -> None:
         changed = False
         for function in functions.values():
             for cluster in function.clusters:
-                names: dict[str, str] = {}
+                names: dict[str, str] = {}  # one per neighbour; which one is only a choice of words
                 for key, pairs in links[function.key].items() if cluster.name is None else ():
-                    for theirs in functions[key].clusters:
-                        if theirs.name and _tracks(cluster, theirs, pairs):
-                            names.setdefault(theirs.name, functions[key].display)
-                if len(names) == 1 and (name := next(iter(names))) not in function.used():
+                    found = {
+                        c.name
+                        for c in functions[key].clusters
+                        if c.name and _tracks(cluster, c, pairs)
+                    }
+                    if len(found) == 1 and (name := found.pop()) not in function.used():
+                        names.setdefault(name, functions[key].display)
+                if names:
+                    name = min(names)
                     path, position = cluster.axes[0]
                     cluster.name, changed = name, True
                     cluster.origin = (
