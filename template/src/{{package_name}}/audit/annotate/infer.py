@@ -254,7 +254,7 @@ def _name_the_rest(function: _Function) -> None:
     if head and head.name is None and len(head.seen) > 1:
         function.name(head, "batch")
     for cluster in function.clusters:
-        if cluster.name is None and len(cluster.seen) > 1:
+        if cluster.name is None and len(cluster.seen) > 1 and cluster.sizes is not None:
             path, position = cluster.axes[0]
             axis = f"axis{position}" if position >= 0 else f"axis_neg{-position}"
             function.name(cluster, f"{_base(path)}_{axis}")
@@ -269,10 +269,12 @@ def _render(function: _Function, path: Path, classes: set[str]) -> str | None:
             dtypes = {dtype for k, _, _, dtype in function.seen[path] if k == "tensor"}
             dtype = dtypes.pop() if len(dtypes) == 1 else "Shaped"  # mixed dtypes
             rank = function.ranks[path]
-            dims = ["..."] if rank < 0 else []
-            for position in _positions(rank):
-                cluster = function.cluster_of[(path, position)]
-                dims.append(cluster.name or str(next(iter(cluster.seen))))
+            clusters = [function.cluster_of[(path, position)] for position in _positions(rank)]
+            dims = [c.name or str(next(iter(c.seen))) for c in clusters]
+            if rank < 0 or any(c.sizes is None for c in clusters):
+                # beartype checks one list item picked at random, at the arguments and again
+                # at the result: an axis whose size differs between items can bind no name
+                dims = ["...", *dims] if all(c.sizes is not None for c in clusters) else ["..."]
             text = " ".join(dims)
             parts.append(f'{dtype}[Tensor, "{" " + text if len(dims) == 1 else text}"]')
             classes.add(dtype)
