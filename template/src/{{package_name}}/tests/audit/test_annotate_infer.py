@@ -154,6 +154,24 @@ def test_optional_tuple_and_non_tensor_parameters() -> None:
     )
 
 
+def test_lists_and_a_rank_that_varied() -> None:
+    calls = [
+        call(t(b, 4), pair={"list": [t(b, 3, s, s, dtype="uint8"), t(b, dtype="int64")]},
+             same={"list": [t(b, 4), t(b, 4)]}, x=t(b, 2, 4))
+        for b, s in [(2, 8), (3, 6)]
+    ]  # fmt: skip
+    calls.append(call(t(5, 4), pair={"list": []}, same={"list": [t(5, 4)]}, x=t(5, 4)))
+    found, _ = run("def f(pair, same, x): ...", f=calls)
+    assert found["f"] == (
+        {
+            "pair": 'list[Shaped[Tensor, " ..."]]',  # items differ: beartype checks any one
+            "same": 'list[Float[Tensor, "same_item_axis0 4"]]',
+            "x": 'Float[Tensor, "... x_axis_neg2 4"]',  # no leading axis: no batch
+        },
+        'Float[Tensor, "same_item_axis0 4"]',
+    )
+
+
 def test_a_function_that_never_returned_gets_no_result_and_torchscript_is_left_alone() -> None:
     record = {"functions": {
         f"{FILE}::f": {"file": FILE, "qualname": "f", "params": ["x"], "torchscript": False,
