@@ -1,11 +1,12 @@
 """From a record of calls and the sources, the jaxtyping annotation of every function that
-held tensors. One promise shapes every rule: the annotation passes on sizes never recorded
-and refuses what no run showed. So two axes share a name only if their sizes agreed in
-every observed call (``(N, 1)`` against ``(N,)`` stays apart), an axis that varied always
-gets a name, never its size, and one that never varied is written as its size unless the
-code names it. Names come from the code first (``B, T, C = x.size()``, ``n = x.shape[0]``,
-einops patterns, a caller's or callee's named axis), then ``batch``, then
-``<param>_axis<i>``; never a numbered placeholder such as ``D1``, never a leading ``_``.
+held tensors. One promise shapes the rules: what is written passes on sizes never recorded
+and refuses what no run showed. Two axes share a name only if their sizes agreed in every
+call seen (so ``(N, 1)`` against ``(N,)`` stays apart); an axis that varied always gets a
+name, never its size; one that never varied is its size (a kept ``1`` included) unless the
+code names it. Names come from the code (names.py), then from a caller's or callee's named
+axis whose size it had in every call linking them, then ``batch``, then ``<param>_axis<i>``;
+never a numbered placeholder such as ``D1``, never a leading ``_`` (jaxtyping would not
+check it across arguments). Names are per signature, as jaxtyping checks them.
 """
 
 import ast
@@ -15,11 +16,15 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-Path = tuple[str | int, ...]
-"""Where a tensor sits: ``("x",)``, ``("return", 1)`` for a tuple's item, ``("h", "*")``
-for a list's items."""
+from .names import Fact, definitions, facts
+
+Path = tuple
+"""Where a value sits: ``("x",)``, ``("return", 1)`` a tuple's item, ``("h", "*")`` a list's."""
 Axis = tuple[Path, int]
-"""A tensor's axis; a negative position counts from the end where the rank varied."""
+"""A tensor's axis; a negative position counts from the end, where the rank varied."""
+Seen = dict[Path, list[tuple[str, int, tuple[int, ...], str]]]
+"""Per path, each value met: (kind, call, shape, dtype class); kinds ``tensor``, ``none``,
+``list``, ``tuple:N``, ``other:TYPE``."""
 
 
 @dataclass
@@ -41,55 +46,31 @@ class Proposal:
 
 _PLACEHOLDER = re.compile(r"([a-z]|dim|axis)\d+", re.IGNORECASE)
 _BUILTINS = {"int", "float", "bool", "str", "bytes", "complex", "dict"}
-_EINOPS = {"rearrange", "reduce", "repeat", "parse_shape"}
-
-
-def _valid(name: str) -> bool:
-    """A name jaxtyping checks across arguments, which is no numbered placeholder."""
-    return (
-        name.isidentifier()
-        and not keyword.iskeyword(name)
-        and not name.startswith("_")
-        and (not _PLACEHOLDER.fullmatch(name))
-    )
+_ORDER = {"tensor": 0, "tuple": 1, "list": 2, "other": 3, "none": 4}
 
 
 def _kind(dtype: str) -> str:
-    """jaxtyping's dtype class, never a precision: bf16 and float32 both give ``Float``."""
+    """jaxtyping's dtype class, never a precision (``Int`` is signed only: uint8 is ``UInt``)."""
     for prefix, kind in ("bool", "Bool"), ("uint", "UInt"), ("int", "Int"), ("complex", "Complex"):
         if dtype.startswith(prefix):
             return kind
     return "Float" if dtype.startswith(("float", "bfloat")) else "Shaped"
 
 
-class _Values:
-    """The structure, dtypes and shapes of the values seen at each path, call by call."""
-
-    def __init__(self) -> None:
-        self.kinds: dict[Path, set[str]] = defaultdict(set)
-        self.dtypes: dict[Path, set[str]] = defaultdict(set)
-        self.shapes: dict[Path, list[tuple[int, tuple[int, ...]]]] = defaultdict(list)
-
-    def add(self, value: dict | None, path: Path, call: int) -> None:
-        if value is None:  # the result of a call that raised
-            return
-        if "tensor" in value:
-            self.kinds[path].add("tensor")
-            self.dtypes[path].add(_kind(value["dtype"]))
-            self.shapes[path].append((call, tuple(value["tensor"])))
-        elif "none" in value:
-            self.kinds[path].add("none")
-        elif "other" in value:
-            self.kinds[path].add("other:" + value["other"])
-        elif "list" in value:
-            self.kinds[path].add("list")
-            for item in value["list"]:
-                self.add(item, (*path, "*"), call)
-        else:  # a tuple or a NamedTuple: checked as the tuple it is
-            items = value.get("tuple", value.get("items", []))
-            self.kinds[path].add(f"tuple:{len(items)}")
-            for index, item in enumerate(items):
-                self.add(item, (*path, index), call)
+def _walk(value: dict | None, path: Path, call: int, seen: Seen) -> None:
+    """Adds a recorded value to ``seen``; a NamedTuple is checked as the tuple it is."""
+    if value is None:  # the result of a call that raised
+        return
+    if "tensor" in value:
+        seen[path].append(("tensor", call, tuple(value["tensor"]), _kind(value["dtype"])))
+        return
+    items = value.get("list", value.get("tuple", value.get("items")))
+    kind = "list" if "list" in value else f"tuple:{len(items)}" if items is not None else ""
+    seen[path].append(
+        (kind or ("none" if "none" in value else f"other:{value['other']}"), call, (), "")
+    )
+    for index, item in enumerate(items or ()):
+        _walk(item, (*path, "*" if "list" in value else index), call, seen)
 
 
 @dataclass
@@ -97,230 +78,83 @@ class _Cluster:
     """Axes whose sizes agreed in every call where they were seen together."""
 
     axes: list[Axis]
-    sizes: dict[int, int]  # call -> size
-    seen: set[int]  # every size seen
-    shareable: bool = True
+    sizes: dict[int, int] | None  # per call; None where list items differed within a call
+    seen: set[int]
     name: str | None = None
-    origin: str = ""  # how the code names it, for the summary
+    origin: str = ""  # where the name comes from, for the summary
 
 
 class _Function:
-    def __init__(self, key: str, entry: dict, node: ast.AST | None) -> None:
-        self.key, self.entry = key, entry
-        self.display = f"{os.path.basename(entry['file'])}::{entry['qualname']}"
-        args = getattr(node, "args", None)
-        self.variadic = {a.arg for a in (args.vararg, args.kwarg) if a} if args else set()
+    def __init__(self, entry: dict, node: ast.AST | None) -> None:
+        self.entry, self.display = entry, f"{os.path.basename(entry['file'])}::{entry['qualname']}"
+        arguments = getattr(node, "args", None)
+        stars = (arguments.vararg, arguments.kwarg) if arguments else ()
+        self.variadic = {star.arg for star in stars if star}  # left alone
         self.params = [p for p in entry["params"] if p not in self.variadic]
-        self.values = _Values()
-        for call, seen in enumerate(entry["calls"]):
-            for param in self.params:
-                self.values.add(seen["args"].get(param), (param,), call)
-            self.values.add(seen.get("result"), ("return",), call)
-        self.ranks = {path: _rank(shapes) for path, shapes in self.values.shapes.items()}
+        self.seen: Seen = defaultdict(list)
+        for call, observed in enumerate(entry["calls"]):
+            self.add(observed["args"], observed.get("result"), call, self.seen)
+        self.ranks: dict[Path, int] = {}  # minus the common trailing axes where the rank varied
+        for path in sorted(self.seen, key=self._order):
+            ranks = {len(shape) for kind, _, shape, _ in self.seen[path] if kind == "tensor"}
+            if ranks:
+                self.ranks[path] = ranks.pop() if len(ranks) == 1 else -min(ranks)
         self.clusters: list[_Cluster] = []
-        for path in sorted(self.ranks, key=self._order):
-            for position in _positions(self.ranks[path]):
+        for path, rank in self.ranks.items():
+            for position in _positions(rank):
                 self._place((path, position))
         self.cluster_of = {axis: c for c in self.clusters for axis in c.axes}
+
+    def add(self, args: dict, result: dict | None, call: int, seen: Seen) -> None:
+        for param in self.params:
+            _walk(args.get(param), (param,), call, seen)
+        _walk(result, ("return",), call, seen)
 
     def _order(self, path: Path) -> tuple:
         first = self.params.index(path[0]) if path[0] in self.params else len(self.params)
         return first, tuple(map(str, path))
 
     def _place(self, axis: Axis) -> None:
-        path, position = axis
         by_call: dict[int, set[int]] = defaultdict(set)
-        for call, shape in self.values.shapes[path]:
-            if -len(shape) <= position < len(shape):
-                by_call[call].add(shape[position])
+        for kind, call, shape, _ in self.seen[axis[0]]:
+            if kind == "tensor" and -len(shape) <= axis[1] < len(shape):
+                by_call[call].add(shape[axis[1]])
         seen = set().union(*by_call.values())
-        if any(len(sizes) > 1 for sizes in by_call.values()):  # list items that differ
-            self.clusters.append(_Cluster([axis], {}, seen, shareable=False))
+        if any(len(sizes) > 1 for sizes in by_call.values()):
+            self.clusters.append(_Cluster([axis], None, seen))
             return
         sizes = {call: next(iter(s)) for call, s in by_call.items()}
         for cluster in self.clusters:
-            common = sizes.keys() & cluster.sizes.keys()
-            if cluster.shareable and common and all(sizes[c] == cluster.sizes[c] for c in common):
+            common = sizes.keys() & (cluster.sizes or {}).keys()
+            if cluster.sizes and common and all(sizes[c] == cluster.sizes[c] for c in common):
                 cluster.axes.append(axis)
                 cluster.sizes.update(sizes)
                 cluster.seen |= seen
                 return
         self.clusters.append(_Cluster([axis], sizes, seen))
 
-    def sizes(self, values: _Values) -> dict[Axis, int]:
-        """The size of each axis in one call's ``values``, where it holds one tensor there."""
+    def sizes(self, seen: Seen) -> dict[Axis, int]:
+        """The size of each axis in one call's values, where it held one tensor."""
         found: dict[Axis, int] = {}
-        for path, shapes in values.shapes.items():
-            if path in self.ranks and len(shapes) == 1:
-                shape = shapes[0][1]
-                for position in _positions(self.ranks[path]):
-                    if -len(shape) <= position < len(shape):
-                        found[(path, position)] = shape[position]
+        for path, rank in self.ranks.items():
+            shapes = [shape for kind, _, shape, _ in seen.get(path, ()) if kind == "tensor"]
+            for position in _positions(rank) if len(shapes) == 1 else ():
+                if -len(shapes[0]) <= position < len(shapes[0]):
+                    found[(path, position)] = shapes[0][position]
         return found
 
-    def used(self) -> set[str]:
-        return {c.name for c in self.clusters if c.name}
-
-
-def _rank(shapes: list[tuple[int, tuple[int, ...]]]) -> int:
-    """The rank, or minus the number of trailing axes all shapes have where it varied."""
-    ranks = {len(shape) for _, shape in shapes}
-    return ranks.pop() if len(ranks) == 1 else -min(ranks)
+    def name(self, cluster: _Cluster, name: str, origin: str = "") -> None:
+        """Names ``cluster``; a name another axis of the signature has takes a suffix."""
+        used = {c.name for c in self.clusters}
+        if name in used:
+            name = f"{name}_{_base(cluster.axes[0][0])}"
+        while name in used:
+            name += "_"
+        cluster.name, cluster.origin = name, origin and origin.replace("{}", name)
 
 
 def _positions(rank: int) -> range:
     return range(rank) if rank >= 0 else range(rank, 0)
-
-
-def _own_nodes(node: ast.AST):
-    """A function's own nodes: nested functions, classes and lambdas are theirs."""
-    for child in ast.iter_child_nodes(node):
-        if not isinstance(
-            child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda
-        ):
-            yield child
-            yield from _own_nodes(child)
-
-
-def _definitions(tree: ast.AST, prefix: str = "") -> dict[str, ast.AST]:
-    """Every function by its ``__qualname__``."""
-    found: dict[str, ast.AST] = {}
-    for child in ast.iter_child_nodes(tree):
-        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-            found[prefix + child.name] = child
-            found.update(_definitions(child, f"{prefix}{child.name}.<locals>."))
-        elif isinstance(child, ast.ClassDef):
-            found.update(_definitions(child, f"{prefix}{child.name}."))
-        else:
-            found.update(_definitions(child, prefix))
-    return found
-
-
-def _shape_of(node: ast.AST) -> str | None:
-    """``p`` for ``p.shape`` or ``p.size()``."""
-    if isinstance(node, ast.Call) and not node.args and not node.keywords:
-        node = node.func
-        return node.value.id if _attribute(node, "size") else None  # type: ignore[attr-defined]
-    return node.value.id if _attribute(node, "shape") else None  # type: ignore[attr-defined]
-
-
-def _attribute(node: ast.AST, name: str) -> bool:
-    return (
-        isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.value, ast.Name)
-    )
-
-
-def _constant(node: ast.AST | None, default: int) -> int | None:
-    if node is None:
-        return default
-    value = ast.literal_eval(node) if isinstance(node, ast.Constant | ast.UnaryOp) else None
-    return value if isinstance(value, int) else None
-
-
-def _indexed(node: ast.AST) -> tuple[str, int] | None:
-    """``(p, i)`` for ``p.shape[i]``, ``p.size(i)``, ``p.size()[i]`` or ``len(p)``."""
-    if isinstance(node, ast.Subscript) and (param := _shape_of(node.value)):
-        index = _constant(node.slice, 0) if not isinstance(node.slice, ast.Slice) else None
-        return None if index is None else (param, index)
-    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
-        if _attribute(node.func, "size") and (index := _constant(node.args[0], 0)) is not None:
-            return node.func.value.id, index  # type: ignore[attr-defined]
-        if isinstance(node.func, ast.Name) and node.func.id == "len":
-            return (node.args[0].id, 0) if isinstance(node.args[0], ast.Name) else None
-    return None
-
-
-Fact = tuple[str, int, str, int | None, str]
-"""The code names an axis: (parameter, position, name, the rank it needs or None, how)."""
-
-
-def _unpacked(target: ast.Tuple, value: ast.AST) -> list[Fact]:
-    """``B, T, C = x.size()``, ``*_, H, W = x.shape``, ``B, T = x.shape[:2]``."""
-    start, whole = 0, value
-    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice):
-        if value.slice.step is not None:
-            return []
-        whole, start = value.value, _constant(value.slice.lower, 0)
-    param, names = _shape_of(whole), target.elts
-    if param is None or start is None:
-        return []
-    star = [i for i, n in enumerate(names) if isinstance(n, ast.Starred)]
-    rank = len(names) if whole is value and not star else None
-    how = ast.unparse(value)
-    facts = []
-    for i, node in enumerate(names):
-        position = start + i if not star or i < star[0] else i - len(names)
-        if isinstance(node, ast.Name):
-            facts.append((param, position, node.id, rank, how))
-    return facts
-
-
-def _pattern(param: str, pattern: str, how: str) -> list[Fact]:
-    """An einops pattern's names for ``param``'s axes; ``(h d)`` names no single axis."""
-    tokens = re.findall(r"\([^)]*\)|\.\.\.|\S+", pattern)
-    after = tokens.index("...") if "..." in tokens else None
-    rank = None if after is not None else len(tokens)
-    facts = []
-    for i, token in enumerate(tokens):
-        position = i if after is None or i < after else i - len(tokens)
-        if token != "..." and not token.startswith("("):
-            facts.append((param, position, token, rank, how))
-    return facts
-
-
-def _einops(call: ast.Call) -> list[Fact]:
-    """Names from ``rearrange(x, "b t c -> ...")`` and kin, and from einsum's operands."""
-    func = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-    strings = [
-        a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
-    ]
-    if not strings or func not in _EINOPS | {"einsum"}:
-        return []
-    if func == "einsum" and call.args[0] is not None and isinstance(call.args[0], ast.Constant):
-        lefts = [
-            " ".join(s.replace("...", ".")).replace(".", "...")
-            for s in strings[0].split("->")[0].split(",")
-        ]
-        operands = call.args[1:]  # torch's einsum: one letter per axis
-    else:
-        lefts = strings[0].split("->")[0].split(",")
-        operands = call.args[:-1] if func == "einsum" else call.args[:1]
-    facts = []
-    for operand, left in zip(operands, lefts, strict=False):
-        if isinstance(operand, ast.Name):
-            facts += _pattern(operand.id, left.strip(), f"{func} pattern")
-    return facts
-
-
-def _facts(node: ast.AST, params: list[str]) -> list[Fact]:
-    """What a function's own code says of its parameters' axes, in source order, up to each
-    parameter's first reassignment (after it, the name holds another tensor)."""
-    stored: dict[str, int] = {}
-    found: list[tuple[int, Fact]] = []
-    for child in _own_nodes(node):
-        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
-            stored[child.id] = min(stored.get(child.id, child.lineno), child.lineno)
-        target = getattr(child, "target", None) or (getattr(child, "targets", None) or [None])[0]
-        value = getattr(child, "value", None)
-        if isinstance(child, ast.Assign | ast.AnnAssign) and isinstance(target, ast.Tuple):
-            found += [(child.lineno, fact) for fact in _unpacked(target, value)]  # type: ignore[arg-type]
-        elif isinstance(child, ast.Assign | ast.AnnAssign) and isinstance(target, ast.Name):
-            if value is not None and (indexed := _indexed(value)):
-                fact = (*indexed, target.id, None, ast.unparse(value))
-                found.append((child.lineno, fact))
-        elif isinstance(child, ast.Call):
-            found += [(child.lineno, fact) for fact in _einops(child)]
-    found.sort(key=lambda item: item[0])
-    return [f for line, f in found if f[0] in params and line <= stored.get(f[0], line)]
-
-
-def _unique(name: str, used: set[str], suffix: str) -> str:
-    """``name``, or it with the parameter's name where another axis of the signature has it."""
-    if name in used:
-        name = f"{name}_{suffix}"
-    while name in used:
-        name += "_"
-    return name
 
 
 def _label(path: Path) -> str:
@@ -332,159 +166,161 @@ def _base(path: Path) -> str:
     return head + "".join("_item" if part == "*" else str(part) for part in path[1:])
 
 
-def _name_from_code(function: _Function, facts: list[Fact]) -> None:
-    for param, position, name, rank, how in facts:
+def _valid(name: str) -> bool:
+    return (
+        name.isidentifier()
+        and not keyword.iskeyword(name)
+        and not name.startswith("_")
+        and (not _PLACEHOLDER.fullmatch(name))
+    )
+
+
+def _name_from_code(function: _Function, found: list[Fact]) -> None:
+    for param, position, name, rank, how in found:
         have = function.ranks.get((param,))
-        if have is None or not _valid(name) or rank is not None and rank != have:
+        if have is None or not _valid(name) or rank not in (None, have):
             continue
-        if not (-abs(have) <= position < have if have > 0 else have <= position < 0):
+        if have > 0 and not -have <= position < have:
             continue
-        position = position % have if have > 0 else position
-        cluster = function.cluster_of[((param,), position)]
-        if cluster.name is None:
-            cluster.name = _unique(name, function.used(), param)
-            cluster.origin = f"{param}: axis {position} '{cluster.name}' ({how})"
+        axis = position % have if have > 0 else position
+        cluster = function.cluster_of.get(((param,), axis))
+        if cluster and cluster.name is None:
+            function.name(cluster, name, f"{param}: axis {axis} '{{}}' ({how})")
 
 
-def _tracks(mine: _Cluster, theirs: _Cluster, pairs: list[tuple[dict, dict]]) -> bool:
-    """Whether ``mine`` had the size of ``theirs`` in every linked call, not always 1."""
+def _tracks(mine: _Cluster, theirs: _Cluster, links: list[tuple[dict, dict]]) -> bool:
+    """Whether ``mine`` had the size of ``theirs`` in every linked call, and not always 1."""
     matched: set[int] = set()
-    for my_sizes, their_sizes in pairs:
+    for my_sizes, their_sizes in links:
         a = {my_sizes[axis] for axis in mine.axes if axis in my_sizes}
         b = {their_sizes[axis] for axis in theirs.axes if axis in their_sizes}
-        if a and b:
-            if len(a) > 1 or a != b:
-                return False
-            matched |= a
+        if a and b and (len(a) > 1 or a != b):
+            return False
+        matched |= a & b
     return bool(matched - {1})
 
 
 def _name_across(functions: dict[str, _Function]) -> None:
-    """An unnamed axis takes the name of a caller's or callee's named axis whose size it had
-    in every call that links them; repeated until no name spreads further."""
+    """An unnamed axis takes the name of a caller's or callee's named axis that it tracks;
+    repeated until no name spreads further. Where two neighbours offer two names, which one
+    is a choice of words; two offered by one neighbour name nothing."""
     links: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    for function in functions.values():
-        for seen in function.entry["calls"]:
-            caller = seen.get("caller") or {}
+    for key, function in functions.items():
+        for observed in function.entry["calls"]:
+            caller = observed.get("caller") or {}
             other = functions.get(caller.get("function", ""))
             if other is None or other is function:
                 continue
-            mine, theirs = _Values(), _Values()
-            for param in function.params:
-                mine.add(seen["args"].get(param), (param,), 0)
-            mine.add(seen.get("result"), ("return",), 0)
-            for param in other.params:
-                theirs.add(caller["args"].get(param), (param,), 0)
+            mine, theirs = defaultdict(list), defaultdict(list)
+            function.add(observed["args"], observed.get("result"), 0, mine)
+            other.add(caller["args"], None, 0, theirs)
             pair = function.sizes(mine), other.sizes(theirs)
-            links[function.key][other.key].append(pair)
-            links[other.key][function.key].append(pair[::-1])
+            links[key][caller["function"]].append(pair)
+            links[caller["function"]][key].append(pair[::-1])
     changed = True
     while changed:
         changed = False
-        for function in functions.values():
-            for cluster in function.clusters:
-                names: dict[str, str] = {}
-                for key, pairs in links[function.key].items() if cluster.name is None else ():
-                    for theirs in functions[key].clusters:
-                        if theirs.name and _tracks(cluster, theirs, pairs):
-                            names.setdefault(theirs.name, functions[key].display)
-                if len(names) == 1 and (name := next(iter(names))) not in function.used():
-                    path, position = cluster.axes[0]
-                    cluster.name, changed = name, True
-                    cluster.origin = (
-                        f"{_label(path)}: axis {position} '{name}' (as in {names[name]})"
+        for key, function in functions.items():
+            for cluster in [c for c in function.clusters if c.name is None]:
+                offered: dict[str, str] = {}
+                for other, pairs in links[key].items():
+                    names = {
+                        c.name
+                        for c in functions[other].clusters
+                        if c.name and _tracks(cluster, c, pairs)
+                    }
+                    if len(names) == 1 and (name := names.pop()) not in {
+                        c.name for c in function.clusters
+                    }:
+                        offered.setdefault(name, functions[other].display)
+                if offered:
+                    name, (path, position) = min(offered), cluster.axes[0]
+                    function.name(
+                        cluster,
+                        name,
+                        f"{_label(path)}: axis {position} '{{}}' (as in {offered[name]})",
                     )
+                    changed = True
 
 
 def _name_the_rest(function: _Function) -> None:
-    """``batch`` for a varied leading axis every tensor argument shares, then a readable name
-    for every other varied axis; an axis that never varied stays its size."""
-    firsts = [
-        function.cluster_of.get(((p,), 0)) for p in function.params if function.ranks.get((p,), 0)
-    ]
+    """``batch`` for a varied leading axis every tensor argument shares (every tensor result,
+    where no argument held one); then ``<param>_axis<i>`` for any other axis that varied."""
+    ranks = function.ranks
+    tensors = [(p,) for p in function.params if ranks.get((p,))]
+    tensors = tensors or [path for path in ranks if path[0] == "return" and ranks[path]]
+    firsts = [function.cluster_of.get((path, 0)) for path in tensors]
     head = firsts[0] if firsts and all(c is firsts[0] for c in firsts) else None
-    if head and head.name is None and len(head.seen) > 1 and "batch" not in function.used():
-        head.name = "batch"
+    if head and head.name is None and len(head.seen) > 1:
+        function.name(head, "batch")
     for cluster in function.clusters:
-        if cluster.name is None and len(cluster.seen) > 1:
+        if cluster.name is None and len(cluster.seen) > 1 and cluster.sizes is not None:
             path, position = cluster.axes[0]
             axis = f"axis{position}" if position >= 0 else f"axis_neg{-position}"
-            cluster.name = _unique(f"{_base(path)}_{axis}", function.used(), "named")
+            function.name(cluster, f"{_base(path)}_{axis}")
 
 
-def _leaf(function: _Function, path: Path, kinds: set[str]) -> str:
-    dtypes = function.values.dtypes[path]
-    kind = next(iter(dtypes)) if len(dtypes) == 1 else "Shaped"  # mixed dtypes
-    kinds.add(kind)
-    rank = function.ranks[path]
-    dims = ["..."] if rank < 0 else []
-    for position in _positions(rank):
-        cluster = function.cluster_of[(path, position)]
-        dims.append(cluster.name or str(next(iter(cluster.seen))))
-    text = " ".join(dims)
-    return f'{kind}[Tensor, "{" " + text if len(dims) == 1 else text}"]'
-
-
-_ORDER = {"tensor": 0, "tuple": 1, "list": 2, "other": 3, "none": 4}
-
-
-def _render(function: _Function, path: Path, kinds: set[str]) -> str | None:
-    """The annotation of what was seen at ``path``, or None where it cannot be sound."""
+def _render(function: _Function, path: Path, classes: set[str]) -> str | None:
+    """The annotation of what was seen at ``path``, or None where none would be sound."""
     parts: list[str | None] = []
-    for kind in sorted(function.values.kinds[path], key=lambda k: _ORDER[k.split(":")[0]]):
+    kinds = {kind for kind, *_ in function.seen.get(path, ())}
+    for kind in sorted(kinds, key=lambda k: _ORDER[k.split(":")[0]]):
         if kind == "tensor":
-            parts.append(_leaf(function, path, kinds))
-        elif kind == "none":
-            parts.append("None")
+            dtypes = {dtype for k, _, _, dtype in function.seen[path] if k == "tensor"}
+            dtype = dtypes.pop() if len(dtypes) == 1 else "Shaped"  # mixed dtypes
+            rank = function.ranks[path]
+            clusters = [function.cluster_of[(path, position)] for position in _positions(rank)]
+            dims = [c.name or str(next(iter(c.seen))) for c in clusters]
+            if rank < 0 or any(c.sizes is None for c in clusters):
+                # beartype checks one list item picked at random, at the arguments and again
+                # at the result: an axis whose size differs between items can bind no name
+                dims = ["...", *dims] if all(c.sizes is not None for c in clusters) else ["..."]
+            text = " ".join(dims)
+            parts.append(f'{dtype}[Tensor, "{" " + text if len(dims) == 1 else text}"]')
+            classes.add(dtype)
         elif kind == "list":
-            seen = function.values.kinds.get((*path, "*"))
-            inner = _render(function, (*path, "*"), kinds) if seen else None
+            inner = _render(function, (*path, "*"), classes)
             parts.append(inner and f"list[{inner}]")
         elif kind.startswith("tuple:"):
-            items = [_render(function, (*path, i), kinds) for i in range(int(kind[6:]))]
+            items = [_render(function, (*path, i), classes) for i in range(int(kind[6:]))]
             parts.append(None if None in items else f"tuple[{', '.join(items) or '()'}]")  # type: ignore[arg-type]
-        else:  # not a tensor: its type where a builtin; ``object`` inside a container
-            name = kind[6:]
-            parts.append(name if name in _BUILTINS else "object" if len(path) > 1 else None)
+        else:  # None, or not a tensor: its builtin type; ``object`` inside a container
+            name = "None" if kind == "none" else kind[6:]
+            parts.append(
+                name if name in _BUILTINS | {"None"} else "object" if len(path) > 1 else None
+            )
     return None if not parts or None in parts else " | ".join(parts)  # type: ignore[arg-type]
 
 
-def _holds(function: _Function, path: Path) -> bool:
-    return any(leaf[: len(path)] == path for leaf in function.ranks)
-
-
-def _write(function: _Function, proposal: Proposal) -> None:
-    entry, kinds = function.entry, set()
-    params = {}
-    for param in function.params:
-        if _holds(function, (param,)) and (text := _render(function, (param,), kinds)):
-            params[param] = text
-    calls = entry["calls"]
+def _propose(key: str, function: _Function, proposal: Proposal) -> None:
+    holds = {path[0] for path in function.ranks}
+    classes: set[str] = set()
+    params = {
+        p: text
+        for p in function.params
+        if p in holds and (text := _render(function, (p,), classes))
+    }
+    calls = function.entry["calls"]
     ran = any(call.get("complete") and call.get("result") is not None for call in calls)
-    result = (
-        _render(function, ("return",), kinds) if ran and _holds(function, ("return",)) else None
+    result = _render(function, ("return",), classes) if ran and "return" in holds else None
+    stars = any(
+        "'tensor'" in repr(call["args"].get(star)) for call in calls for star in function.variadic
     )
-    variadic = _Values()
-    for call in calls:
-        for name in function.variadic:
-            variadic.add(call["args"].get(name), (name,), 0)
-    typed = sum(_holds(function, (p,)) for p in function.params) == len(params)
-    complete = (
-        ran and typed and not variadic.shapes and (result or not _holds(function, ("return",)))
-    )
+    typed = len(params) == len(holds - {"return"}) and bool(result or "return" not in holds)
     if not ran:
         proposal.incomplete.append(function.display)
     if params or result:
-        proposal.functions[function.key] = FunctionProposal(params, result, bool(complete))
-        proposal.jaxtyping_names.setdefault(entry["file"], set()).update(kinds)
+        complete = ran and typed and not stars
+        proposal.functions[key] = FunctionProposal(params, result, complete)
+        proposal.jaxtyping_names.setdefault(function.entry["file"], set()).update(classes)
     for cluster in function.clusters:
         if cluster.origin:
             proposal.named_from_code.append(f"{function.display} {cluster.origin}")
     literal = [
-        f"{_label(path)} axis {position} = {next(iter(c.seen))}"
-        for c in function.clusters
-        if c.name is None
-        for path, position in c.axes
+        f"{_label(path)} axis {position} = {next(iter(cluster.seen))}"
+        for cluster in function.clusters
+        if cluster.name is None
+        for path, position in cluster.axes
     ]
     if literal:
         proposal.literal_axes.append(f"{function.display}: {', '.join(literal)} (never varied)")
@@ -496,9 +332,9 @@ def propose(record: dict, sources: dict[str, str]) -> Proposal:
     for key, entry in record["functions"].items():
         file = entry["file"]
         if file not in trees:
-            trees[file] = _definitions(ast.parse(sources[file])) if file in sources else {}
+            trees[file] = definitions(ast.parse(sources[file])) if file in sources else {}
         node = trees[file].get(entry["qualname"])
-        function = _Function(key, entry, node)
+        function = _Function(entry, node)
         if not function.ranks:
             continue  # never held a tensor
         if entry.get("torchscript"):
@@ -506,9 +342,9 @@ def propose(record: dict, sources: dict[str, str]) -> Proposal:
             continue
         functions[key] = function
         if node is not None:
-            _name_from_code(function, _facts(node, function.params))
+            _name_from_code(function, facts(node, function.params))
     _name_across(functions)
-    for function in functions.values():
+    for key, function in functions.items():
         _name_the_rest(function)
-        _write(function, proposal)
+        _propose(key, function, proposal)
     return proposal
