@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ...run.errors import UserError, user_errors
-from ..command import _Parser
+from ..command import _Parser, as_python_would, run_program
 from . import edit, record
 from .infer import Proposal, propose
 
@@ -53,8 +53,9 @@ def _annotate(options: argparse.Namespace, program: list[str]) -> int:
     edit.plan(kept, None)  # the record still fits the sources, before anything runs
     if program:
         default = cwd if options.module else os.path.dirname(os.path.abspath(program[0]))
-        with record.Recorder([str(s) for s in options.source] or [default]) as recorder:
-            status = record.run(program, options.module)
+        recorder = record.Recorder([str(s) for s in options.source] or [default])
+        with as_python_would(program, options.module):
+            status = run_program(program, options.module, recorder)
         if status is None:
             raise UserError(f"no module named {program[0]!r}")
         recorder.merge_into(kept)

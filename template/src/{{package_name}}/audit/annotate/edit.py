@@ -120,40 +120,21 @@ def _bound(module: cst.Module) -> set[str]:
 
 
 def _with_imports(module: cst.Module, needed: dict[str, list[str]]) -> cst.Module:
-    """``module`` importing each of ``needed`` (module -> names) it does not bind yet: added
-    to its ``from MODULE import`` line if it has one, else one new line after its imports."""
+    """``module`` importing each of ``needed`` (module -> names) that it does not bind yet, on
+    new lines after its leading imports (before its first definition, which may use them)."""
     bound, body = _bound(module), list(module.body)
-    first_def = next(
-        (i for i, s in enumerate(body) if not isinstance(s, cst.SimpleStatementLine)), len(body)
-    )
-    at = 1 if body and _code(body[0]).lstrip()[:1] in "\"'" and first_def > 0 else 0
+    simple = [isinstance(line, cst.SimpleStatementLine) for line in body] + [False]
+    first_def = simple.index(False)
+    at = 1 if first_def and _code(body[0]).lstrip()[:1] in "\"'" else 0  # after a docstring
     for index, line in enumerate(body[:first_def]):
         if any(isinstance(s, cst.Import | cst.ImportFrom) for s in line.body):  # type: ignore[attr-defined]
             at = index + 1
-    new_lines = []
-    for source, names in sorted(needed.items()):
-        missing = sorted(set(names) - bound)
-        if not missing:
-            continue
-        for index, line in enumerate(body):
-            small = line.body[0] if isinstance(line, cst.SimpleStatementLine) else None
-            if (
-                isinstance(small, cst.ImportFrom)
-                and not isinstance(small.names, cst.ImportStar)
-                and small.module is not None
-                and _code(small.module) == source
-                and not small.relative
-            ):
-                aliases = [*small.names, *(cst.ImportAlias(cst.Name(n)) for n in missing)]
-                if isinstance(aliases[-len(missing) - 1].comma, cst.Comma):  # a trailing comma
-                    aliases[-len(missing) - 1] = aliases[-len(missing) - 1].with_changes(
-                        comma=cst.MaybeSentinel.DEFAULT
-                    )
-                body[index] = line.with_changes(body=[small.with_changes(names=aliases)])
-                break
-        else:
-            new_lines.append(cst.parse_statement(f"from {source} import {', '.join(missing)}\n"))
-    return module.with_changes(body=[*body[:at], *new_lines, *body[at:]])
+    new = [
+        cst.parse_statement(f"from {source} import {', '.join(missing)}\n")
+        for source, names in sorted(needed.items())
+        if (missing := sorted(set(names) - bound))
+    ]
+    return module.with_changes(body=[*body[:at], *new, *body[at:]])
 
 
 def plan(

@@ -1,19 +1,15 @@
 """Recording: every call of a function defined in the source files keeps the shape and dtype
-of each tensor it was given and returned (inside tuples, lists and NamedTuples too), whether
-it ran to its end, and its nearest recorded caller. Distinct calls are kept once, counted,
-and accumulate across runs in the record file (its format: docs/annotate.md).
-
-``sys.setprofile`` calls back on every Python call, torch's own included: the decision per
-code object is made once and cached, so a call outside the sources costs one dict lookup.
-"""
+of each tensor it was given and returned (in tuples, lists and NamedTuples too), whether it
+ran to its end, and its nearest recorded caller; distinct calls are counted and accumulate
+across runs in the record file (docs/annotate.md). ``sys.settrace`` calls back on Python
+calls only (not on torch's C calls, as ``sys.setprofile`` would): one lookup by file name
+leaves a call outside the sources, which is then not traced further."""
 
 import ast
 import dis
 import json
 import os
-import runpy
 import sys
-import traceback
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -21,7 +17,6 @@ from typing import Any
 import torch
 
 from ...run.errors import UserError
-from ..command import _module_exists, _program_frames
 
 FORMAT, VERSION = "annotate-record", 1
 NONE: tuple = ("none",)
@@ -58,34 +53,6 @@ def save(record: dict, path: Path) -> None:
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(record, indent=1) + "\n")
     partial.replace(path)
-
-
-def run(program: list[str], module: bool) -> int | None:
-    """Runs ``program`` as Python would (its ``sys.argv``, ``__name__ == "__main__"``, import
-    path), and returns its exit status; None when ``-m MODULE`` names no module."""
-    target, script = program[0], os.path.abspath(program[0])
-    saved_argv, saved_path = sys.argv, sys.path[:]
-    sys.argv = [target if module else script, *program[1:]]
-    sys.path[0] = os.getcwd() if module else os.path.dirname(script)
-    try:
-        if not module:
-            runpy.run_path(script, run_name="__main__")
-        elif _module_exists(target):  # imports its parents, as python -m does
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
-        else:
-            return None
-    except SystemExit as exit:  # what Python's own exit makes of sys.exit(code)
-        code = 0 if exit.code is None else exit.code
-        if not isinstance(code, int):
-            print(code, file=sys.stderr)
-        return code if isinstance(code, int) else 1
-    except BaseException as error:  # the program failed: shown as Python would
-        sys.stdout.flush()
-        traceback.print_exception(type(error), error, _program_frames(error.__traceback__))
-        return 1
-    finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
-    return 0
 
 
 def functions_in(file: str) -> tuple[dict[int, tuple[str, list[str]]], set[str]]:
@@ -153,55 +120,50 @@ def as_json(value: tuple | None) -> dict | None:
 
 
 class Recorder:
-    """While active (``with Recorder(sources):``), counts the distinct calls of every function
-    defined in a file under ``sources``; installed packages and this command are left out."""
+    """While active, counts the distinct calls of every function defined in a file under
+    ``sources``; installed packages and this command are left out."""
 
     def __init__(self, sources: list[str]) -> None:
-        self.roots = [os.path.join(os.path.realpath(path), "") for path in sources]
-        self.roots += [os.path.realpath(path) for path in sources]
-        self.own = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "")
+        self.roots = tuple(os.path.realpath(path) for path in sources)
+        self.own = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep
         self.files: dict[str, tuple[dict[int, tuple[str, list[str]]], set[str]]] = {}
-        self.stack: list[tuple[FrameType, str, tuple, tuple | None]] = []
         self.calls: dict[tuple, int] = {}
 
-    def _functions(self, name: str) -> dict[int, tuple[str, list[str], str]] | None:
+    def _functions(self, name: str) -> dict[int, tuple] | None:
         """The recorded functions of the file a code object names, by their first line."""
         file = os.path.realpath(name)
-        if file.startswith(self.own) or not file.startswith(tuple(self.roots)):
+        if not any(file == root or file.startswith(root + os.sep) for root in self.roots):
             return None
-        if "site-packages" in file or "dist-packages" in file or not file.endswith(".py"):
-            return None
+        if file.startswith(self.own) or "-packages" in file or not file.endswith(".py"):
+            return None  # this command, site-packages and dist-packages
         try:
             self.files[file] = functions_in(file)
         except (OSError, SyntaxError, ValueError):
             return None
         found = self.files[file][0].items()
-        return {
-            line: ((f"{file}::{q}", tuple(p)), p, q.rpartition(".")[2]) for line, (q, p) in found
-        }
+        return {n: ((f"{file}::{q}", tuple(p)), p, q.rpartition(".")[2]) for n, (q, p) in found}
 
     def __enter__(self) -> "Recorder":
-        stack, calls, functions = self.stack, self.calls, self._functions
-        by_name: dict[str, dict[int, tuple[str, list[str], str]] | None] = {}
+        calls, functions, by_name = self.calls, self._functions, {}
+        stack: list[tuple[FrameType, tuple, tuple, Any]] = []
 
         def call(frame: FrameType, event: str, arg: Any) -> Any:  # only calls come here
-            code = frame.f_code  # one lookup by file name (a string, its hash is kept)
-            lines = by_name.get(code.co_filename, by_name)
+            code = frame.f_code  # a file name is a string: its hash is kept
+            lines: Any = by_name.get(code.co_filename, by_name)
             if lines is by_name:
                 lines = by_name[code.co_filename] = functions(code.co_filename)
             found = lines and lines.get(code.co_firstlineno)
-            if found and found[2] == code.co_name and not code.co_flags & _LAZY:
-                values = frame.f_locals
-                args = tuple([describe(values[p]) for p in found[1]])
-                stack.append((frame, found[0], args, stack[-1][1:3] if stack else None))
-                frame.f_trace_lines = False
-                return end
-            return None  # nothing more from this call
+            if not found or found[2] != code.co_name or code.co_flags & _LAZY:
+                return None  # nothing more from this call
+            args = tuple([describe(frame.f_locals[p]) for p in found[1]])
+            stack.append((frame, found[0], args, stack[-1][1:3] if stack else None))
+            frame.f_trace_lines = False
+            return end
 
         def end(frame: FrameType, event: str, arg: Any) -> Any:
             if event == "return" and stack and stack[-1][0] is frame:
                 _, key, args, caller = stack.pop()
-                lasti = frame.f_lasti
+                lasti = frame.f_lasti  # a return instruction, or where it raised
                 done = arg is not None or lasti < 0 or frame.f_code.co_code[lasti] in _RETURNS
                 observed = (key, args, describe(arg) if done else None, done, caller)
                 calls[observed] = calls.get(observed, 0) + 1
@@ -213,7 +175,6 @@ class Recorder:
 
     def __exit__(self, *exc: object) -> None:
         sys.settrace(self.previous)
-        self.stack.clear()
 
     def merge_into(self, record: dict) -> None:
         """Adds this run's calls to ``record``, and the functions ``torch.jit.script`` compiles
