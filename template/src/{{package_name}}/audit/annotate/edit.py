@@ -19,12 +19,8 @@ import libcst as cst
 from ...run.errors import UserError
 
 DECORATOR = "jaxtyped(typechecker=beartype)"
-BARE = {
-    f"{optional[0]}{tensor}{optional[1]}"
-    for tensor in ("Tensor", "torch.Tensor")
-    for optional in [("", ""), ("", "|None"), ("None|", ""), ("Optional[", "]")]
-    + [("typing.Optional[", "]")]
-}
+BARE = re.compile(r"(None\|)?(torch\.)?Tensor(\|None)?|(typing\.)?Optional\[(torch\.)?Tensor\]")
+"""A bare tensor annotation, spaces and quotes removed: replaced, though the user wrote it."""
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -67,10 +63,8 @@ class _Annotate(cst.CSTTransformer):
         self.annotated = True
 
         def annotate(old: cst.Annotation | None, name: str, text: str) -> cst.Annotation | None:
-            if old is not None and _same(_code(old.annotation)) not in (
-                *BARE,
-                _same(ours.get(name, "\0")),
-            ):
+            now = _same(_code(old.annotation)) if old is not None else ""
+            if now and not BARE.fullmatch(now) and now != _same(ours.get(name, "\0")):
                 return old  # the user's own
             written[name] = text
             new = cst.parse_expression(text)
@@ -186,9 +180,8 @@ def diff(changes: dict[str, tuple[str, str]], cwd: str) -> str:
     """The unified diff of ``changes``, with paths relative to ``cwd`` where they can be."""
     text = []
     for file, (old, new) in sorted(changes.items()):
-        name = (
-            os.path.relpath(file, cwd) if not os.path.relpath(file, cwd).startswith("..") else file
-        )
+        name = os.path.relpath(file, cwd)
+        name = file if name.startswith("..") else name
         a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
         text += difflib.unified_diff(a, b, f"a/{name}", f"b/{name}")
     return "".join(text)

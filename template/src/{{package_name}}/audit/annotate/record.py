@@ -94,12 +94,12 @@ def functions_in(file: str) -> tuple[dict[int, tuple[str, list[str]]], set[str]]
 def describe(value: Any, depth: int = 0) -> tuple:
     """A value as the record keeps it, hashable: a tensor's sizes and dtype, None, the items
     of a tuple, list or NamedTuple, or the name of any other type."""
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, torch.Tensor) and not value.is_nested:
         return ("tensor", value.shape, value.dtype)  # made readable when saved
     if value is None:
         return NONE
     if isinstance(value, tuple | list) and not isinstance(value, torch.Size) and depth < 4:
-        items = tuple(describe(item, depth + 1) for item in value)
+        items = tuple(describe(item, depth + 1) for item in value[:32])
         if hasattr(value, "_fields"):
             return ("namedtuple", type(value).__name__, items)
         return ("tuple" if isinstance(value, tuple) else "list", items)
@@ -155,7 +155,8 @@ class Recorder:
             found = lines and lines.get(code.co_firstlineno)
             if not found or found[2] != code.co_name or code.co_flags & _LAZY:
                 return None  # nothing more from this call
-            args = tuple([describe(frame.f_locals[p]) for p in found[1]])
+            values = frame.f_locals  # every parameter, unless the file changed since
+            args = tuple([describe(values.get(p, ...)) for p in found[1]])
             stack.append((frame, found[0], args, stack[-1][1:3] if stack else None))
             frame.f_trace_lines = False
             return end
