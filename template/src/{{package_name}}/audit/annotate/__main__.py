@@ -75,10 +75,10 @@ def _annotate(options: argparse.Namespace, program: list[str]) -> int:
     changes, written = edit.plan(kept, proposal, options.decorate)
     if options.write:
         for file, (_, new) in changes.items():
-            Path(file).write_text(new)
+            Path(file).write_bytes(new.encode())
         kept["written"] = written
     else:
-        Path("annotate.diff").write_text(edit.diff(changes, cwd))
+        Path(cwd, "annotate.diff").write_text(edit.diff(changes, cwd))
     record.save(kept, path)
     _summary(kept, proposal, options, len(changes), cwd)
     return 0

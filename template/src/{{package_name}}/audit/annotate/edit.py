@@ -145,12 +145,11 @@ def plan(
         by_file.setdefault(function["file"], {})[function["qualname"]] = found
     changes, written = {}, {}
     for file, functions in sorted(by_file.items()):
-        try:
-            old = Path(file).read_text()
-            module = cst.parse_module(old)
+        try:  # as bytes: line endings stay as they are
+            module = cst.parse_module(old := Path(file).read_bytes().decode())
         except OSError:
             raise UserError(f"{file}: recorded, but it no longer exists") from None
-        except cst.ParserSyntaxError as error:
+        except (cst.ParserSyntaxError, UnicodeDecodeError) as error:
             reason = str(error).strip().splitlines()[0]
             raise UserError(f"{file}: no longer parses ({reason})") from None
         ours = {q: record["written"].get(f"{file}::{q}", {}) for q in functions}
