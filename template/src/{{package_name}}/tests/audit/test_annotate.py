@@ -136,3 +136,36 @@ def test_a_failing_program_keeps_its_calls_and_its_status_and_changes_no_source(
     assert function["qualname"] == "double" and function["calls"][0]["result"]["tensor"] == [3]
     assert (tmp_path / "fails.py").read_text() == script
     assert not (tmp_path / "annotate.diff").exists()
+
+
+def test_the_users_annotations_are_kept_and_bare_tensors_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    script = """from typing import Optional
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+
+def scale(x: Tensor, factor: float, mask: Optional[Tensor] = None) -> "Tensor":
+    return x * factor if mask is None else x * mask
+
+
+def keep(y: Float[Tensor, "n"]) -> Float[Tensor, "n"]:
+    return y
+
+
+for rows in (2, 4):
+    scale(torch.ones(rows, 3), 2.0)
+    scale(torch.ones(rows, 3), 2.0, torch.ones(rows, 3))
+    keep(torch.ones(rows))
+"""
+    (tmp_path / "scale.py").write_text(script)
+    assert main(["--write", "scale.py"]) == 0
+    annotated = (tmp_path / "scale.py").read_text()
+    typed = 'Float[Tensor, "batch 3"]'
+    assert f"x: {typed}, factor: float, mask: {typed} | None = None) -> {typed}:" in annotated
+    assert 'def keep(y: Float[Tensor, "n"]) -> Float[Tensor, "n"]:' in annotated
+    assert main(["--write"]) == 0 and (tmp_path / "scale.py").read_text() == annotated
