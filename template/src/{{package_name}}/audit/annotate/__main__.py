@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ...run.errors import UserError, user_errors
-from ..command import _Parser
+from ..command import _Parser, as_python_would, run_program
 from . import edit, record
 from .infer import Proposal, propose
 
@@ -53,8 +53,9 @@ def _annotate(options: argparse.Namespace, program: list[str]) -> int:
     edit.plan(kept, None)  # the record still fits the sources, before anything runs
     if program:
         default = cwd if options.module else os.path.dirname(os.path.abspath(program[0]))
-        with record.Recorder([str(s) for s in options.source] or [default]) as recorder:
-            status = record.run(program, options.module)
+        recorder = record.Recorder([str(s) for s in options.source] or [default])
+        with as_python_would(program, options.module):
+            status = run_program(program, options.module, recorder)
         if status is None:
             raise UserError(f"no module named {program[0]!r}")
         recorder.merge_into(kept)
@@ -74,10 +75,10 @@ def _annotate(options: argparse.Namespace, program: list[str]) -> int:
     changes, written = edit.plan(kept, proposal, options.decorate)
     if options.write:
         for file, (_, new) in changes.items():
-            Path(file).write_text(new)
+            Path(file).write_bytes(new.encode())
         kept["written"] = written
     else:
-        Path("annotate.diff").write_text(edit.diff(changes, cwd))
+        Path(cwd, "annotate.diff").write_text(edit.diff(changes, cwd))
     record.save(kept, path)
     _summary(kept, proposal, options, len(changes), cwd)
     return 0
@@ -88,10 +89,8 @@ def _summary(
 ) -> None:
     functions = proposal.functions
     annotated = sorted(k for k, p in functions.items() if p.params or p.result)
-    lines = [
-        f"annotate: {kept['runs']} recorded runs in {options.record}; "
-        f"{len(annotated)} functions annotated"
-    ]
+    lines = [f"annotate: {kept['runs']} runs recorded in {options.record}"]
+    lines.append(f"annotate: {len(annotated)} functions annotated" + ":" * bool(annotated))
     lines += [f"  {os.path.relpath(k, cwd)}" for k in annotated]
     for title, items in (
         ("axes named from the code", proposal.named_from_code),

@@ -19,12 +19,8 @@ import libcst as cst
 from ...run.errors import UserError
 
 DECORATOR = "jaxtyped(typechecker=beartype)"
-BARE = {
-    f"{optional[0]}{tensor}{optional[1]}"
-    for tensor in ("Tensor", "torch.Tensor")
-    for optional in [("", ""), ("", "|None"), ("None|", ""), ("Optional[", "]")]
-    + [("typing.Optional[", "]")]
-}
+BARE = re.compile(r"(None\|)?(torch\.)?Tensor(\|None)?|(typing\.)?Optional\[(torch\.)?Tensor\]")
+"""A bare tensor annotation, spaces and quotes removed: replaced, though the user wrote it."""
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -67,10 +63,8 @@ class _Annotate(cst.CSTTransformer):
         self.annotated = True
 
         def annotate(old: cst.Annotation | None, name: str, text: str) -> cst.Annotation | None:
-            if old is not None and _same(_code(old.annotation)) not in (
-                *BARE,
-                _same(ours.get(name, "\0")),
-            ):
+            now = _same(_code(old.annotation)) if old is not None else ""
+            if now and not BARE.fullmatch(now) and now != _same(ours.get(name, "\0")):
                 return old  # the user's own
             written[name] = text
             new = cst.parse_expression(text)
@@ -120,40 +114,21 @@ def _bound(module: cst.Module) -> set[str]:
 
 
 def _with_imports(module: cst.Module, needed: dict[str, list[str]]) -> cst.Module:
-    """``module`` importing each of ``needed`` (module -> names) it does not bind yet: added
-    to its ``from MODULE import`` line if it has one, else one new line after its imports."""
+    """``module`` importing each of ``needed`` (module -> names) that it does not bind yet, on
+    new lines after its leading imports (before its first definition, which may use them)."""
     bound, body = _bound(module), list(module.body)
-    first_def = next(
-        (i for i, s in enumerate(body) if not isinstance(s, cst.SimpleStatementLine)), len(body)
-    )
-    at = 1 if body and _code(body[0]).lstrip()[:1] in "\"'" and first_def > 0 else 0
+    simple = [isinstance(line, cst.SimpleStatementLine) for line in body] + [False]
+    first_def = simple.index(False)
+    at = 1 if first_def and _code(body[0]).lstrip()[:1] in "\"'" else 0  # after a docstring
     for index, line in enumerate(body[:first_def]):
         if any(isinstance(s, cst.Import | cst.ImportFrom) for s in line.body):  # type: ignore[attr-defined]
             at = index + 1
-    new_lines = []
-    for source, names in sorted(needed.items()):
-        missing = sorted(set(names) - bound)
-        if not missing:
-            continue
-        for index, line in enumerate(body):
-            small = line.body[0] if isinstance(line, cst.SimpleStatementLine) else None
-            if (
-                isinstance(small, cst.ImportFrom)
-                and not isinstance(small.names, cst.ImportStar)
-                and small.module is not None
-                and _code(small.module) == source
-                and not small.relative
-            ):
-                aliases = [*small.names, *(cst.ImportAlias(cst.Name(n)) for n in missing)]
-                if isinstance(aliases[-len(missing) - 1].comma, cst.Comma):  # a trailing comma
-                    aliases[-len(missing) - 1] = aliases[-len(missing) - 1].with_changes(
-                        comma=cst.MaybeSentinel.DEFAULT
-                    )
-                body[index] = line.with_changes(body=[small.with_changes(names=aliases)])
-                break
-        else:
-            new_lines.append(cst.parse_statement(f"from {source} import {', '.join(missing)}\n"))
-    return module.with_changes(body=[*body[:at], *new_lines, *body[at:]])
+    new = [
+        cst.parse_statement(f"from {source} import {', '.join(missing)}\n")
+        for source, names in sorted(needed.items())
+        if (missing := sorted(set(names) - bound))
+    ]
+    return module.with_changes(body=[*body[:at], *new, *body[at:]])
 
 
 def plan(
@@ -170,12 +145,11 @@ def plan(
         by_file.setdefault(function["file"], {})[function["qualname"]] = found
     changes, written = {}, {}
     for file, functions in sorted(by_file.items()):
-        try:
-            old = Path(file).read_text()
-            module = cst.parse_module(old)
+        try:  # as bytes: line endings stay as they are
+            module = cst.parse_module(old := Path(file).read_bytes().decode())
         except OSError:
             raise UserError(f"{file}: recorded, but it no longer exists") from None
-        except cst.ParserSyntaxError as error:
+        except (cst.ParserSyntaxError, UnicodeDecodeError) as error:
             reason = str(error).strip().splitlines()[0]
             raise UserError(f"{file}: no longer parses ({reason})") from None
         ours = {q: record["written"].get(f"{file}::{q}", {}) for q in functions}
@@ -205,9 +179,8 @@ def diff(changes: dict[str, tuple[str, str]], cwd: str) -> str:
     """The unified diff of ``changes``, with paths relative to ``cwd`` where they can be."""
     text = []
     for file, (old, new) in sorted(changes.items()):
-        name = (
-            os.path.relpath(file, cwd) if not os.path.relpath(file, cwd).startswith("..") else file
-        )
+        name = os.path.relpath(file, cwd)
+        name = file if name.startswith("..") else name
         a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
         text += difflib.unified_diff(a, b, f"a/{name}", f"b/{name}")
     return "".join(text)

@@ -1,27 +1,22 @@
 """Recording: every call of a function defined in the source files keeps the shape and dtype
-of each tensor it was given and returned (inside tuples, lists and NamedTuples too), whether
-it ran to its end, and its nearest recorded caller. Distinct calls are kept once, counted,
-and accumulate across runs in the record file (its format: docs/annotate.md).
-
-``sys.setprofile`` calls back on every Python call, torch's own included: the decision per
-code object is made once and cached, so a call outside the sources costs one dict lookup.
-"""
+of each tensor it was given and returned (in tuples, lists and NamedTuples too), whether it
+ran to its end, and its nearest recorded caller; distinct calls are counted and accumulate
+across runs in the record file (docs/annotate.md). ``sys.settrace`` calls back on Python
+calls only (not on torch's C calls, as ``sys.setprofile`` would): one lookup by file name
+leaves a call outside the sources, which is then not traced further."""
 
 import ast
 import dis
 import json
 import os
-import runpy
 import sys
-import traceback
 from pathlib import Path
-from types import CodeType, FrameType
+from types import FrameType
 from typing import Any
 
 import torch
 
 from ...run.errors import UserError
-from ..command import _module_exists, _program_frames
 
 FORMAT, VERSION = "annotate-record", 1
 NONE: tuple = ("none",)
@@ -58,34 +53,6 @@ def save(record: dict, path: Path) -> None:
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(record, indent=1) + "\n")
     partial.replace(path)
-
-
-def run(program: list[str], module: bool) -> int | None:
-    """Runs ``program`` as Python would (its ``sys.argv``, ``__name__ == "__main__"``, import
-    path), and returns its exit status; None when ``-m MODULE`` names no module."""
-    target, script = program[0], os.path.abspath(program[0])
-    saved_argv, saved_path = sys.argv, sys.path[:]
-    sys.argv = [target if module else script, *program[1:]]
-    sys.path[0] = os.getcwd() if module else os.path.dirname(script)
-    try:
-        if not module:
-            runpy.run_path(script, run_name="__main__")
-        elif _module_exists(target):  # imports its parents, as python -m does
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
-        else:
-            return None
-    except SystemExit as exit:  # what Python's own exit makes of sys.exit(code)
-        code = 0 if exit.code is None else exit.code
-        if not isinstance(code, int):
-            print(code, file=sys.stderr)
-        return code if isinstance(code, int) else 1
-    except BaseException as error:  # the program failed: shown as Python would
-        sys.stdout.flush()
-        traceback.print_exception(type(error), error, _program_frames(error.__traceback__))
-        return 1
-    finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
-    return 0
 
 
 def functions_in(file: str) -> tuple[dict[int, tuple[str, list[str]]], set[str]]:
@@ -127,12 +94,12 @@ def functions_in(file: str) -> tuple[dict[int, tuple[str, list[str]]], set[str]]
 def describe(value: Any, depth: int = 0) -> tuple:
     """A value as the record keeps it, hashable: a tensor's sizes and dtype, None, the items
     of a tuple, list or NamedTuple, or the name of any other type."""
-    if isinstance(value, torch.Tensor):
-        return ("tensor", tuple(value.shape), str(value.dtype).removeprefix("torch."))
+    if isinstance(value, torch.Tensor) and not value.is_nested:
+        return ("tensor", value.shape, value.dtype)  # made readable when saved
     if value is None:
         return NONE
     if isinstance(value, tuple | list) and not isinstance(value, torch.Size) and depth < 4:
-        items = tuple(describe(item, depth + 1) for item in value)
+        items = tuple(describe(item, depth + 1) for item in value[:32])
         if hasattr(value, "_fields"):
             return ("namedtuple", type(value).__name__, items)
         return ("tuple" if isinstance(value, tuple) else "list", items)
@@ -144,7 +111,7 @@ def as_json(value: tuple | None) -> dict | None:
         return None
     kind, *rest = value
     if kind == "tensor":
-        return {"tensor": list(rest[0]), "dtype": rest[1]}
+        return {"tensor": list(rest[0]), "dtype": str(rest[1]).removeprefix("torch.")}
     if kind in ("tuple", "list"):
         return {kind: [as_json(item) for item in rest[0]]}
     if kind == "namedtuple":
@@ -153,61 +120,62 @@ def as_json(value: tuple | None) -> dict | None:
 
 
 class Recorder:
-    """While active (``with Recorder(sources):``), counts the distinct calls of every function
-    defined in a file under ``sources``; installed packages and this command are left out."""
+    """While active, counts the distinct calls of every function defined in a file under
+    ``sources``; installed packages and this command are left out."""
 
     def __init__(self, sources: list[str]) -> None:
-        self.roots = [os.path.join(os.path.realpath(path), "") for path in sources]
-        self.roots += [os.path.realpath(path) for path in sources]
-        self.own = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "")
-        self.decided: dict[int, tuple[CodeType, tuple[str, list[str]] | None]] = {}
+        self.roots = tuple(os.path.realpath(path) for path in sources)
+        self.own = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep
         self.files: dict[str, tuple[dict[int, tuple[str, list[str]]], set[str]]] = {}
-        self.stack: list[tuple[FrameType, str, tuple, tuple | None]] = []
         self.calls: dict[tuple, int] = {}
 
-    def _decide(self, code: CodeType) -> tuple[str, list[str]] | None:
-        file = os.path.realpath(code.co_filename)
-        if file.startswith(self.own) or not file.startswith(tuple(self.roots)):
+    def _functions(self, name: str) -> dict[int, tuple] | None:
+        """The recorded functions of the file a code object names, by their first line."""
+        file = os.path.realpath(name)
+        if not any(file == root or file.startswith(root + os.sep) for root in self.roots):
             return None
-        if "site-packages" in file or "dist-packages" in file or not file.endswith(".py"):
+        if file.startswith(self.own) or "-packages" in file or not file.endswith(".py"):
+            return None  # this command, site-packages and dist-packages
+        try:
+            self.files[file] = functions_in(file)
+        except (OSError, SyntaxError, ValueError):
             return None
-        if file not in self.files:
-            try:
-                self.files[file] = functions_in(file)
-            except (OSError, SyntaxError, ValueError):
-                self.files[file] = ({}, set())
-        found = self.files[file][0].get(code.co_firstlineno)
-        if found is None or found[0].rpartition(".")[2] != code.co_name or code.co_flags & _LAZY:
-            return None
-        return f"{file}::{found[0]}", found[1]
-
-    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            code = frame.f_code  # by id, the code kept alive: its hash reads its constants
-            try:
-                function = self.decided[id(code)][1]
-            except KeyError:
-                function = self._decide(code)
-                self.decided[id(code)] = (code, function)
-            if function is not None:
-                values = frame.f_locals
-                args = tuple((p, describe(values[p])) for p in function[1] if p in values)
-                caller = self.stack[-1][1:3] if self.stack else None
-                self.stack.append((frame, function[0], args, caller))
-        elif event == "return" and self.stack and self.stack[-1][0] is frame:
-            _, key, args, caller = self.stack.pop()
-            code = frame.f_code.co_code
-            done = arg is not None or frame.f_lasti < 0 or code[frame.f_lasti] in _RETURNS
-            observed = (key, args, describe(arg) if done else None, done, caller)
-            self.calls[observed] = self.calls.get(observed, 0) + 1
+        found = self.files[file][0].items()
+        return {n: ((f"{file}::{q}", tuple(p)), p, q.rpartition(".")[2]) for n, (q, p) in found}
 
     def __enter__(self) -> "Recorder":
-        sys.setprofile(self._profile)
+        calls, functions, by_name = self.calls, self._functions, {}
+        stack: list[tuple[FrameType, tuple, tuple, Any]] = []
+
+        def call(frame: FrameType, event: str, arg: Any) -> Any:  # only calls come here
+            code = frame.f_code  # a file name is a string: its hash is kept
+            lines: Any = by_name.get(code.co_filename, by_name)
+            if lines is by_name:
+                lines = by_name[code.co_filename] = functions(code.co_filename)
+            found = lines and lines.get(code.co_firstlineno)
+            if not found or found[2] != code.co_name or code.co_flags & _LAZY:
+                return None  # nothing more from this call
+            values = frame.f_locals  # every parameter, unless the file changed since
+            args = tuple([describe(values.get(p, ...)) for p in found[1]])
+            stack.append((frame, found[0], args, stack[-1][1:3] if stack else None))
+            frame.f_trace_lines = False
+            return end
+
+        def end(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "return" and stack and stack[-1][0] is frame:
+                _, key, args, caller = stack.pop()
+                lasti = frame.f_lasti  # a return instruction, or where it raised
+                done = arg is not None or lasti < 0 or frame.f_code.co_code[lasti] in _RETURNS
+                observed = (key, args, describe(arg) if done else None, done, caller)
+                calls[observed] = calls.get(observed, 0) + 1
+            return end
+
+        self.previous = sys.gettrace()
+        sys.settrace(call)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        sys.setprofile(None)
-        self.stack.clear()
+        sys.settrace(self.previous)
 
     def merge_into(self, record: dict) -> None:
         """Adds this run's calls to ``record``, and the functions ``torch.jit.script`` compiles
@@ -215,25 +183,24 @@ class Recorder:
         record["runs"] += 1
         functions = record["functions"]
 
-        def entry(key: str) -> dict:
+        def entry(key: str) -> dict:  # its parameters as this run saw them
             file, qualname = key.split("::", 1)
-            if key not in functions:
-                lines = self.files[file][0].values()
-                params = next((p for name, p in lines if name == qualname), [])
-                functions[key] = {"file": file, "qualname": qualname, "params": params}
-                functions[key].update(torchscript=False, calls=[])
+            lines = self.files[file][0].values()
+            params = next((p for name, p in lines if name == qualname), [])
+            new = {"file": file, "qualname": qualname, "torchscript": False, "calls": []}
+            functions[key] = {**new, **functions.get(key, {}), "params": params}
             return functions[key]
 
         for file, (_, scripted) in self.files.items():
             for qualname in scripted:
                 entry(f"{file}::{qualname}")["torchscript"] = True
         index = {(k, _without_count(c)): c for k, f in functions.items() for c in f["calls"]}
-        for (key, args, result, done, caller), count in self.calls.items():
-            call: dict[str, Any] = {"args": {name: as_json(value) for name, value in args}}
+        for ((key, params), args, result, done, caller), count in self.calls.items():
+            call: dict[str, Any] = {"args": dict(zip(params, map(as_json, args), strict=True))}
             call.update(result=as_json(result), complete=done)
             call["caller"] = caller and {
-                "function": caller[0],
-                "args": {name: as_json(value) for name, value in caller[1]},
+                "function": caller[0][0],
+                "args": dict(zip(caller[0][1], map(as_json, caller[1]), strict=True)),
             }
             seen = index.get((key, same := json.dumps(call, sort_keys=True)))
             if seen is None:
