@@ -1,12 +1,11 @@
 """From a record of calls and the sources, the jaxtyping annotation of every function that
-held tensors. One promise shapes the rules: what is written passes on sizes never recorded
-and refuses what no run showed. Two axes share a name only if their sizes agreed in every
-call seen (so ``(N, 1)`` against ``(N,)`` stays apart); an axis that varied always gets a
-name, never its size; one that never varied is its size (a kept ``1`` included) unless the
-code names it. Names come from the code (names.py), then from a caller's or callee's named
-axis whose size it had in every call linking them, then ``batch``, then ``<param>_axis<i>``;
-never a numbered placeholder such as ``D1``, never a leading ``_`` (jaxtyping would not
-check it across arguments). Names are per signature, as jaxtyping checks them.
+held tensors, such that it passes on sizes never recorded and refuses what no run showed.
+Two axes share a name only if their sizes agreed in every call seen (``(N, 1)`` against
+``(N,)`` stays apart); an axis that varied is always named, never written as its size; one
+that never varied is its size (a kept ``1`` too) unless the code names it. Names come from
+the code (names.py), then from a caller's or callee's named axis that it tracked in every
+call linking them, then ``batch``, then ``<param>_axis<i>``; never a numbered placeholder
+(``D1``) nor a leading ``_`` (jaxtyping would not check it across arguments).
 """
 
 import ast
@@ -16,15 +15,11 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .names import Fact, definitions, facts
+from .names import definitions, facts
 
-Path = tuple
-"""Where a value sits: ``("x",)``, ``("return", 1)`` a tuple's item, ``("h", "*")`` a list's."""
-Axis = tuple[Path, int]
-"""A tensor's axis; a negative position counts from the end, where the rank varied."""
-Seen = dict[Path, list[tuple[str, int, tuple[int, ...], str]]]
-"""Per path, each value met: (kind, call, shape, dtype class); kinds ``tensor``, ``none``,
-``list``, ``tuple:N``, ``other:TYPE``."""
+Path = tuple  # where a value sits: ("x",); ("return", 1) a tuple's item; ("h", "*") a list's
+Axis = tuple[Path, int]  # a negative position counts from the end, where the rank varied
+Seen = dict[Path, list[tuple[str, int, tuple[int, ...], str]]]  # (kind, call, shape, dtype)
 
 
 @dataclass
@@ -45,7 +40,7 @@ class Proposal:
 
 
 _PLACEHOLDER = re.compile(r"([a-z]|dim|axis)\d+", re.IGNORECASE)
-_BUILTINS = {"int", "float", "bool", "str", "bytes", "complex", "dict"}
+_BUILTINS = {"int", "float", "bool", "str", "bytes", "complex", "dict", "None"}
 _ORDER = {"tensor": 0, "tuple": 1, "list": 2, "other": 3, "none": 4}
 
 
@@ -66,9 +61,8 @@ def _walk(value: dict | None, path: Path, call: int, seen: Seen) -> None:
         return
     items = value.get("list", value.get("tuple", value.get("items")))
     kind = "list" if "list" in value else f"tuple:{len(items)}" if items is not None else ""
-    seen[path].append(
-        (kind or ("none" if "none" in value else f"other:{value['other']}"), call, (), "")
-    )
+    kind = kind or ("none" if "none" in value else f"other:{value.get('other')}")
+    seen[path].append((kind, call, (), ""))
     for index, item in enumerate(items or ()):
         _walk(item, (*path, "*" if "list" in value else index), call, seen)
 
@@ -100,9 +94,8 @@ class _Function:
             if ranks:
                 self.ranks[path] = ranks.pop() if len(ranks) == 1 else -min(ranks)
         self.clusters: list[_Cluster] = []
-        for path, rank in self.ranks.items():
-            for position in _positions(rank):
-                self._place((path, position))
+        for axis, by_call in self.axes(self.seen).items():
+            self._place(axis, by_call)
         self.cluster_of = {axis: c for c in self.clusters for axis in c.axes}
 
     def add(self, args: dict, result: dict | None, call: int, seen: Seen) -> None:
@@ -114,11 +107,17 @@ class _Function:
         first = self.params.index(path[0]) if path[0] in self.params else len(self.params)
         return first, tuple(map(str, path))
 
-    def _place(self, axis: Axis) -> None:
-        by_call: dict[int, set[int]] = defaultdict(set)
-        for kind, call, shape, _ in self.seen[axis[0]]:
-            if kind == "tensor" and -len(shape) <= axis[1] < len(shape):
-                by_call[call].add(shape[axis[1]])
+    def axes(self, seen: Seen) -> dict[Axis, dict[int, set[int]]]:
+        """Each axis's sizes, call by call."""
+        found: dict[Axis, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+        for path, rank in self.ranks.items():
+            for kind, call, shape, _ in seen.get(path, ()):
+                fits = kind == "tensor" and (len(shape) == rank or rank < 0 <= len(shape) + rank)
+                for position in _positions(rank) if fits else ():
+                    found[(path, position)][call].add(shape[position])
+        return found
+
+    def _place(self, axis: Axis, by_call: dict[int, set[int]]) -> None:
         seen = set().union(*by_call.values())
         if any(len(sizes) > 1 for sizes in by_call.values()):
             self.clusters.append(_Cluster([axis], None, seen))
@@ -133,16 +132,6 @@ class _Function:
                 return
         self.clusters.append(_Cluster([axis], sizes, seen))
 
-    def sizes(self, seen: Seen) -> dict[Axis, int]:
-        """The size of each axis in one call's values, where it held one tensor."""
-        found: dict[Axis, int] = {}
-        for path, rank in self.ranks.items():
-            shapes = [shape for kind, _, shape, _ in seen.get(path, ()) if kind == "tensor"]
-            for position in _positions(rank) if len(shapes) == 1 else ():
-                if -len(shapes[0]) <= position < len(shapes[0]):
-                    found[(path, position)] = shapes[0][position]
-        return found
-
     def name(self, cluster: _Cluster, name: str, origin: str = "") -> None:
         """Names ``cluster``; a name another axis of the signature has takes a suffix."""
         used = {c.name for c in self.clusters}
@@ -150,7 +139,9 @@ class _Function:
             name = f"{name}_{_base(cluster.axes[0][0])}"
         while name in used:
             name += "_"
-        cluster.name, cluster.origin = name, origin and origin.replace("{}", name)
+        path, position = cluster.axes[0]
+        cluster.name = name
+        cluster.origin = origin and f"{_label(path)}: axis {position} '{name}' ({origin})"
 
 
 def _positions(rank: int) -> range:
@@ -166,44 +157,21 @@ def _base(path: Path) -> str:
     return head + "".join("_item" if part == "*" else str(part) for part in path[1:])
 
 
-def _valid(name: str) -> bool:
-    return (
-        name.isidentifier()
-        and not keyword.iskeyword(name)
-        and not name.startswith("_")
-        and (not _PLACEHOLDER.fullmatch(name))
-    )
-
-
-def _name_from_code(function: _Function, found: list[Fact]) -> None:
-    for param, position, name, rank, how in found:
+def _name_from_code(function: _Function, node: ast.AST) -> None:
+    for param, position, name, rank, how in facts(node, function.params):
         have = function.ranks.get((param,))
-        if have is None or not _valid(name) or rank not in (None, have):
+        if have is None or rank not in (None, have) or have > 0 and not -have <= position < have:
             continue
-        if have > 0 and not -have <= position < have:
-            continue
-        axis = position % have if have > 0 else position
-        cluster = function.cluster_of.get(((param,), axis))
-        if cluster and cluster.name is None:
-            function.name(cluster, name, f"{param}: axis {axis} '{{}}' ({how})")
-
-
-def _tracks(mine: _Cluster, theirs: _Cluster, links: list[tuple[dict, dict]]) -> bool:
-    """Whether ``mine`` had the size of ``theirs`` in every linked call, and not always 1."""
-    matched: set[int] = set()
-    for my_sizes, their_sizes in links:
-        a = {my_sizes[axis] for axis in mine.axes if axis in my_sizes}
-        b = {their_sizes[axis] for axis in theirs.axes if axis in their_sizes}
-        if a and b and (len(a) > 1 or a != b):
-            return False
-        matched |= a & b
-    return bool(matched - {1})
+        cluster = function.cluster_of.get(((param,), position % have if have > 0 else position))
+        valid = name.isidentifier() and not keyword.iskeyword(name) and name[0] != "_"
+        if cluster and cluster.name is None and valid and not _PLACEHOLDER.fullmatch(name):
+            function.name(cluster, name, how)
 
 
 def _name_across(functions: dict[str, _Function]) -> None:
-    """An unnamed axis takes the name of a caller's or callee's named axis that it tracks;
-    repeated until no name spreads further. Where two neighbours offer two names, which one
-    is a choice of words; two offered by one neighbour name nothing."""
+    """An unnamed axis takes the name of a caller's or callee's named axis whose size it had
+    in every call linking them (not always 1), until no name spreads further. Names offered
+    by two neighbours are a choice of words; two offered by one neighbour name nothing."""
     links: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for key, function in functions.items():
         for observed in function.entry["calls"]:
@@ -214,9 +182,23 @@ def _name_across(functions: dict[str, _Function]) -> None:
             mine, theirs = defaultdict(list), defaultdict(list)
             function.add(observed["args"], observed.get("result"), 0, mine)
             other.add(caller["args"], None, 0, theirs)
-            pair = function.sizes(mine), other.sizes(theirs)
+            pair = [
+                {a: s[0] for a, s in f.axes(v).items()}
+                for f, v in ((function, mine), (other, theirs))
+            ]
             links[key][caller["function"]].append(pair)
             links[caller["function"]][key].append(pair[::-1])
+
+    def tracks(mine: _Cluster, theirs: _Cluster, pairs: list) -> bool:
+        matched: set[int] = set()
+        for my_sizes, their_sizes in pairs:
+            a = set().union(*(my_sizes.get(axis, ()) for axis in mine.axes))
+            b = set().union(*(their_sizes.get(axis, ()) for axis in theirs.axes))
+            if a and b and (len(a) > 1 or a != b):
+                return False
+            matched |= a & b
+        return bool(matched - {1})
+
     changed = True
     while changed:
         changed = False
@@ -224,22 +206,15 @@ def _name_across(functions: dict[str, _Function]) -> None:
             for cluster in [c for c in function.clusters if c.name is None]:
                 offered: dict[str, str] = {}
                 for other, pairs in links[key].items():
-                    names = {
-                        c.name
-                        for c in functions[other].clusters
-                        if c.name and _tracks(cluster, c, pairs)
-                    }
+                    clusters = functions[other].clusters
+                    names = {c.name for c in clusters if c.name and tracks(cluster, c, pairs)}
                     if len(names) == 1 and (name := names.pop()) not in {
                         c.name for c in function.clusters
                     }:
                         offered.setdefault(name, functions[other].display)
                 if offered:
-                    name, (path, position) = min(offered), cluster.axes[0]
-                    function.name(
-                        cluster,
-                        name,
-                        f"{_label(path)}: axis {position} '{{}}' (as in {offered[name]})",
-                    )
+                    name = min(offered)
+                    function.name(cluster, name, f"as in {offered[name]}")
                     changed = True
 
 
@@ -271,12 +246,11 @@ def _render(function: _Function, path: Path, classes: set[str]) -> str | None:
             rank = function.ranks[path]
             clusters = [function.cluster_of[(path, position)] for position in _positions(rank)]
             dims = [c.name or str(next(iter(c.seen))) for c in clusters]
-            if rank < 0 or any(c.sizes is None for c in clusters):
-                # beartype checks one list item picked at random, at the arguments and again
-                # at the result: an axis whose size differs between items can bind no name
-                dims = ["...", *dims] if all(c.sizes is not None for c in clusters) else ["..."]
-            text = " ".join(dims)
-            parts.append(f'{dtype}[Tensor, "{" " + text if len(dims) == 1 else text}"]')
+            if any(c.sizes is None for c in clusters):
+                dims = ["..."]  # beartype checks one list item picked at random, at the
+                # arguments and again at the result: sizes that differ between items bind no name
+            text = " ".join(["..."] * (rank < 0 and dims != ["..."]) + dims)
+            parts.append(f'{dtype}[Tensor, "{" " + text if text and " " not in text else text}"]')
             classes.add(dtype)
         elif kind == "list":
             inner = _render(function, (*path, "*"), classes)
@@ -286,41 +260,34 @@ def _render(function: _Function, path: Path, classes: set[str]) -> str | None:
             parts.append(None if None in items else f"tuple[{', '.join(items) or '()'}]")  # type: ignore[arg-type]
         else:  # None, or not a tensor: its builtin type; ``object`` inside a container
             name = "None" if kind == "none" else kind[6:]
-            parts.append(
-                name if name in _BUILTINS | {"None"} else "object" if len(path) > 1 else None
-            )
+            parts.append(name if name in _BUILTINS else "object" if len(path) > 1 else None)
     return None if not parts or None in parts else " | ".join(parts)  # type: ignore[arg-type]
 
 
 def _propose(key: str, function: _Function, proposal: Proposal) -> None:
-    holds = {path[0] for path in function.ranks}
-    classes: set[str] = set()
-    params = {
-        p: text
-        for p in function.params
-        if p in holds and (text := _render(function, (p,), classes))
-    }
+    holds, classes = {path[0] for path in function.ranks}, set()
+    params = {p: _render(function, (p,), classes) for p in function.params if p in holds}
     calls = function.entry["calls"]
     ran = any(call.get("complete") and call.get("result") is not None for call in calls)
     result = _render(function, ("return",), classes) if ran and "return" in holds else None
-    stars = any(
-        "'tensor'" in repr(call["args"].get(star)) for call in calls for star in function.variadic
+    stars = any("'tensor'" in repr(c["args"].get(s)) for c in calls for s in function.variadic)
+    complete = (
+        ran and None not in params.values() and not stars and (result or "return" not in holds)
     )
-    typed = len(params) == len(holds - {"return"}) and bool(result or "return" not in holds)
+    params = {p: text for p, text in params.items() if text}
     if not ran:
         proposal.incomplete.append(function.display)
     if params or result:
-        complete = ran and typed and not stars
-        proposal.functions[key] = FunctionProposal(params, result, complete)
+        proposal.functions[key] = FunctionProposal(params, result, bool(complete))
         proposal.jaxtyping_names.setdefault(function.entry["file"], set()).update(classes)
-    for cluster in function.clusters:
-        if cluster.origin:
-            proposal.named_from_code.append(f"{function.display} {cluster.origin}")
+    proposal.named_from_code += [
+        f"{function.display} {c.origin}" for c in function.clusters if c.origin
+    ]
     literal = [
-        f"{_label(path)} axis {position} = {next(iter(cluster.seen))}"
-        for cluster in function.clusters
-        if cluster.name is None
-        for path, position in cluster.axes
+        f"{_label(path)} axis {position} = {next(iter(c.seen))}"
+        for c in function.clusters
+        if c.name is None and c.sizes is not None
+        for path, position in c.axes
     ]
     if literal:
         proposal.literal_axes.append(f"{function.display}: {', '.join(literal)} (never varied)")
@@ -342,7 +309,7 @@ def propose(record: dict, sources: dict[str, str]) -> Proposal:
             continue
         functions[key] = function
         if node is not None:
-            _name_from_code(function, facts(node, function.params))
+            _name_from_code(function, node)
     _name_across(functions)
     for key, function in functions.items():
         _name_the_rest(function)

@@ -45,24 +45,31 @@ def test_code_names_axes_and_a_caller_takes_them_from_its_callee() -> None:
                 return x
         def block(x, mask):
             return x
+        def norm(y):
+            return y
     """
+    sizes = [(4, 16), (8, 24)]
+    by_block = [{"function": f"{FILE}::block", "args": {"x": t(b, n, 32)}} for b, n in sizes]
     inner = [
-        call(t(b, n, 32), {"function": f"{FILE}::block", "args": {"x": t(b, n, 32)}}, x=t(b, n, 32))
-        for b, n in [(4, 16), (8, 24)]
+        call(t(b, n, 32), by, x=t(b, n, 32)) for (b, n), by in zip(sizes, by_block, strict=True)
     ]
-    outer = [
-        call(t(b, n, 32), x=t(b, n, 32), mask=t(n, n, dtype="bool")) for b, n in [(4, 16), (8, 24)]
+    outer = [call(t(b, n, 32), x=t(b, n, 32), mask=t(n, n, dtype="bool")) for b, n in sizes]
+    norm = [
+        call(t(b, n, 32), by, y=t(b, n, 32)) for (b, n), by in zip(sizes, by_block, strict=True)
     ]
-    found, proposal = run(source, **{"Attention.forward": inner, "block": outer})
+    found, proposal = run(source, **{"Attention.forward": inner, "block": outer, "norm": norm})
     assert found["Attention.forward"] == ({"x": 'Float[Tensor, "B T C"]'}, 'Float[Tensor, "B T C"]')
     assert found["block"][0] == {"x": 'Float[Tensor, "B T C"]', "mask": 'Bool[Tensor, "T T"]'}
+    assert found["norm"] == ({"y": 'Float[Tensor, "B T C"]'}, 'Float[Tensor, "B T C"]')
     assert "model.py::Attention.forward x: axis 1 'T' (x.size())" in proposal.named_from_code
 
 
 def test_shape_index_einops_and_len_name_axes_but_a_composite_axis_is_no_name() -> None:
     source = """
-        def f(img, x, y, d, _e):
+        def f(img, x, y, d, _e, m, v):
             width = img.shape[-1]
+            *_, cols = v.shape
+            torch.einsum("ij,jk->ik", m, m)
             n = len(y)
             q = rearrange(x, "b t (h d) -> b h t d", h=2)
             x = x + 1
@@ -71,14 +78,23 @@ def test_shape_index_einops_and_len_name_axes_but_a_composite_axis_is_no_name() 
             _b = _e.shape[0]
     """
     calls = [
-        call(img=t(b, 3, w), x=t(b, w, 2 * w), y=t(w + 1), d=t(w + 2), _e=t(w + 3))
+        call(
+            img=t(b, 3, w),
+            x=t(b, w, 2 * w),
+            y=t(w + 1),
+            d=t(w + 2),
+            _e=t(w + 3),
+            m=t(w + 4, w + 5),
+            v=t(b, w + 6),
+        )
         for b, w in [(2, 8), (5, 6)]
     ]
     found, _ = run(source, f=calls)
     assert found["f"][0] == {
         "img": 'Float[Tensor, "b 3 width"]', "x": 'Float[Tensor, "b width x_axis2"]',
         "y": 'Float[Tensor, " n"]', "d": 'Float[Tensor, " d_axis0"]',
-        "_e": 'Float[Tensor, " e_axis0"]',
+        "_e": 'Float[Tensor, " e_axis0"]', "m": 'Float[Tensor, "i j"]',
+        "v": 'Float[Tensor, "b cols"]',
     }  # fmt: skip
 
 
