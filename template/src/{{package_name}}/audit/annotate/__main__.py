@@ -61,17 +61,11 @@ def _annotate(options: argparse.Namespace, program: list[str]) -> int:
         recorder.merge_into(kept)
         if status != 0:
             record.save(kept, path)
-            print(
-                f"annotate: the program exited with status {status}; its calls are kept in "
-                f"{options.record}, no source was changed",
-                file=sys.stderr,
-                flush=True,
-            )
+            message = f"annotate: the program exited with status {status}; its calls are kept"
+            print(message + f" in {options.record}, no source changed", file=sys.stderr)
             return status
-    sources = {
-        key: Path(key).read_text() for key in {f["file"] for f in kept["functions"].values()}
-    }
-    proposal = propose(kept, sources)
+    files = {function["file"] for function in kept["functions"].values()}
+    proposal = propose(kept, {file: Path(file).read_text() for file in files})
     changes, written = edit.plan(kept, proposal, options.decorate)
     if options.write:
         for file, (_, new) in changes.items():

@@ -1,12 +1,8 @@
-"""The edit, with libcst so that everything it does not touch stays byte for byte: the
-annotations of the recorded functions' parameters and results, the imports they need (real
-ones: a runtime check reads them, ``from __future__ import annotations`` or not), and with
-``--decorate`` one ``@jaxtyped(typechecker=beartype)`` line, innermost, per annotated function.
-
-An existing annotation is the user's and kept, except a bare ``Tensor`` (or ``Tensor | None``)
-and one this command wrote (the record's ``written``), which is recomputed. Annotating again
-from the same runs therefore changes nothing.
-"""
+"""The edit, with libcst so that all it does not touch stays byte for byte: the recorded
+functions' annotations, the (real) imports they need, and with ``--decorate`` one innermost
+``@jaxtyped(typechecker=beartype)`` line per annotated function. The user's annotations are
+kept, except a bare ``Tensor``; this command's (the record's ``written``) are recomputed, so
+annotating again from the same runs changes nothing."""
 
 import difflib
 import os

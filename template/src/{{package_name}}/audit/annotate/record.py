@@ -35,12 +35,12 @@ def load(path: Path) -> dict:
         return new_record()
     try:
         record = json.loads(path.read_text())
-        ok = record["format"] == FORMAT and record["version"] == VERSION
-        ok = ok and isinstance(record["runs"], int) and isinstance(record["written"], dict)
-        ok = ok and all(isinstance(f["calls"], list) for f in record["functions"].values())
-        ok = ok and all(
-            f"{f['file']}::{f['qualname']}" == k for k, f in record["functions"].items()
+        functions = record["functions"].items()
+        ok = (record["format"], record["version"]) == (FORMAT, VERSION) and all(
+            f"{f['file']}::{f['qualname']}" == key and isinstance(f["calls"], list)
+            for key, f in functions
         )
+        ok = ok and isinstance(record["runs"], int) and isinstance(record["written"], dict)
     except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError):
         ok = False
     if not ok:
