@@ -59,8 +59,9 @@ def test_code_names_axes_and_a_caller_takes_them_from_its_callee() -> None:
     ]
     found, proposal = run(source, **{"Attention.forward": inner, "block": outer, "norm": norm})
     assert found["Attention.forward"] == ({"x": 'Float[Tensor, "B T C"]'}, 'Float[Tensor, "B T C"]')
-    assert found["block"][0] == {"x": 'Float[Tensor, "B T C"]', "mask": 'Bool[Tensor, "T T"]'}
-    assert found["norm"] == ({"y": 'Float[Tensor, "B T C"]'}, 'Float[Tensor, "B T C"]')
+    # C never varied: named where the code names it, literal where a name would only spread
+    assert found["block"][0] == {"x": 'Float[Tensor, "B T 32"]', "mask": 'Bool[Tensor, "T T"]'}
+    assert found["norm"] == ({"y": 'Float[Tensor, "B T 32"]'}, 'Float[Tensor, "B T 32"]')
     assert "model.py::Attention.forward x: axis 1 'T' (x.size())" in proposal.named_from_code
 
 
