@@ -169,9 +169,10 @@ def _name_from_code(function: _Function, node: ast.AST) -> None:
 
 
 def _name_across(functions: dict[str, _Function]) -> None:
-    """An unnamed axis takes the name of a caller's or callee's named axis whose size it had
-    in every call linking them (not always 1), until no name spreads further. Names offered
-    by two neighbours are a choice of words; two offered by one neighbour name nothing."""
+    """An unnamed axis that varied takes the name of a caller's or callee's named axis whose
+    size it had in every call linking them, until no name spreads further (one that never
+    varied stays literal: stricter). Names offered by two neighbours are a choice of words;
+    two offered by one neighbour name nothing."""
     links: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for key, function in functions.items():
         for observed in function.entry["calls"]:
@@ -203,7 +204,7 @@ def _name_across(functions: dict[str, _Function]) -> None:
     while changed:
         changed = False
         for key, function in functions.items():
-            for cluster in [c for c in function.clusters if c.name is None]:
+            for cluster in [c for c in function.clusters if c.name is None and len(c.seen) > 1]:
                 offered: dict[str, str] = {}
                 for other, pairs in links[key].items():
                     clusters = functions[other].clusters
