@@ -224,13 +224,7 @@ def test_what_it_writes_passes_new_sizes_and_refuses_planted_bugs() -> None:
 
     check()  # batch 3 and time 5 were never recorded
     # a squeezed result, swapped axes, a column, a short batch, another dtype
-    bugs = [
-        {"out": (3, 5)},
-        {"obs": (5, 3, 4)},
-        {"act": (3, 5, 1)},
-        {"act": (2, 5)},
-        {"dtype": int},
-    ]
-    for bug in bugs:
+    bugs = [{"out": (3, 5)}, {"obs": (5, 3, 4)}, {"act": (3, 5, 1)}, {"act": (2, 5)}]
+    for bug in [*bugs, {"dtype": torch.float}]:
         with pytest.raises(TypeCheckError):
             check(**bug)
