@@ -1,8 +1,7 @@
-"""``python -m <package>.audit.annotate [options] SCRIPT [ARGS...]``, ``... -m MODULE [ARGS...]``,
-or with no program ``... --write [--decorate]``: record the shapes every function of the
-sources sees while the program runs as Python would (its own ``sys.argv``, ``__name__``,
-working directory, import path, output and exit status), then write jaxtyping annotations
-inferred from every recorded run: a diff, or the sources with ``--write``. docs/annotate.md.
+"""``python -m <package>.audit.annotate [options] (SCRIPT | -m MODULE) [ARGS...]``, or
+``... --write [--decorate]`` alone: record the shapes every function of the sources sees
+while the program runs as Python would, then write the jaxtyping annotations all recorded
+runs imply, as ``annotate.diff`` or, with ``--write``, into the sources. docs/annotate.md.
 """
 
 import argparse
@@ -50,7 +49,7 @@ def _annotate(options: argparse.Namespace, program: list[str]) -> int:
     if not path.parent.is_dir():
         raise UserError(f"--record {options.record}: no folder {path.parent}")
     kept = record.load(path)
-    edit.plan(kept, None)  # the record still fits the sources, before anything runs
+    edit.plan(kept, {}, {})  # the record still fits the sources, before anything runs
     if program:
         default = cwd if options.module else os.path.dirname(os.path.abspath(program[0]))
         recorder = record.Recorder([str(s) for s in options.source] or [default])
@@ -61,12 +60,14 @@ def _annotate(options: argparse.Namespace, program: list[str]) -> int:
         recorder.merge_into(kept)
         if status != 0:
             record.save(kept, path)
-            message = f"annotate: the program exited with status {status}; its calls are kept"
-            print(message + f" in {options.record}, no source changed", file=sys.stderr)
+            kept_in = f"its calls are kept in {options.record}, no source changed"
+            print(f"annotate: the program exited with status {status}; {kept_in}", file=sys.stderr)
             return status
     files = {function["file"] for function in kept["functions"].values()}
     proposal = propose(kept, {file: Path(file).read_text() for file in files})
-    changes, written = edit.plan(kept, proposal, options.decorate)
+    changes, written = edit.plan(
+        kept, proposal.functions, proposal.jaxtyping_names, options.decorate
+    )
     if options.write:
         for file, (_, new) in changes.items():
             Path(file).write_bytes(new.encode())
@@ -74,16 +75,15 @@ def _annotate(options: argparse.Namespace, program: list[str]) -> int:
     else:
         Path(cwd, "annotate.diff").write_text(edit.diff(changes, cwd))
     record.save(kept, path)
-    _summary(kept, proposal, options, len(changes), cwd)
+    _summary(kept["runs"], proposal, options, len(changes), cwd)
     return 0
 
 
 def _summary(
-    kept: dict, proposal: Proposal, options: argparse.Namespace, files: int, cwd: str
+    runs: int, proposal: Proposal, options: argparse.Namespace, files: int, cwd: str
 ) -> None:
-    functions = proposal.functions
-    annotated = sorted(k for k, p in functions.items() if p.params or p.result)
-    lines = [f"annotate: {kept['runs']} runs recorded in {options.record}"]
+    annotated = sorted(k for k, p in proposal.functions.items() if p.params or p.result)
+    lines = [f"annotate: {runs} runs recorded in {options.record}"]
     lines.append(f"annotate: {len(annotated)} functions annotated" + ":" * bool(annotated))
     lines += [f"  {os.path.relpath(k, cwd)}" for k in annotated]
     for title, items in (
