@@ -1,10 +1,10 @@
-"""``python -m <package>.audit.annotate [options] (SCRIPT | -m MODULE) [ARGS...]``, or
-``... --write [--decorate]`` alone: record the shapes every function of the sources sees
-while the program runs as Python would, then write the jaxtyping annotations all recorded
-runs imply, as ``annotate.diff`` or, with ``--write``, into the sources. docs/annotate.md.
-"""
+"""``python -m <package>.audit.annotate [options] (SCRIPT | -m MODULE) [ARGS...]``, or with
+``--write`` and no program: record the shapes the sources' functions see while the program
+runs as Python would, and write the jaxtyping annotations that all recorded runs imply, as
+``annotate.diff`` or, with ``--write``, into the sources. docs/annotate.md."""
 
 import argparse
+import difflib
 import os
 import sys
 from pathlib import Path
@@ -12,18 +12,14 @@ from pathlib import Path
 from ...run.errors import UserError, user_errors
 from ..command import _Parser, as_python_would, run_program
 from . import edit, record
-from .infer import Proposal, propose
+from .infer import propose
 
 
+@user_errors()
 def main(argv: list[str] | None = None) -> int:
-    prog = f"python -m {__package__}"
-    parser = _Parser(
-        prog=prog,
-        usage=f"{prog} [options] [SCRIPT | -m MODULE] [ARGS ...]",
-        description="Record the tensor shapes of a program's functions while it runs, and "
-        "annotate them with jaxtyping (a diff, or the sources with --write).",
-        allow_abbrev=False,
-    )
+    description = "Record the tensor shapes of a program's functions while it runs, and "
+    description += "annotate them with jaxtyping (a diff, or the sources with --write)."
+    parser = _Parser(prog=f"python -m {__package__}", description=description, allow_abbrev=False)
     add = parser.add_argument
     add("--record", type=Path, default=Path("annotate.json"), metavar="FILE", help="the record")
     add("--source", type=Path, action="append", default=[], metavar="PATH", help="recorded")
@@ -35,11 +31,6 @@ def main(argv: list[str] | None = None) -> int:
     program = options.program[1:] if options.program[:1] == ["--"] else options.program
     if options.module and not program:
         parser.error("-m needs a MODULE to run")
-    with user_errors():
-        return _annotate(options, program)
-
-
-def _annotate(options: argparse.Namespace, program: list[str]) -> int:
     path, cwd = options.record.absolute(), os.getcwd()
     for source in options.source:
         if not source.exists():
@@ -52,12 +43,12 @@ def _annotate(options: argparse.Namespace, program: list[str]) -> int:
     edit.plan(kept, {}, {})  # the record still fits the sources, before anything runs
     if program:
         default = cwd if options.module else os.path.dirname(os.path.abspath(program[0]))
-        recorder = record.Recorder([str(s) for s in options.source] or [default])
+        sources, calls, files = [str(s) for s in options.source] or [default], {}, {}
         with as_python_would(program, options.module):
-            status = run_program(program, options.module, recorder)
+            status = run_program(program, options.module, record.recording(sources, calls, files))
         if status is None:
             raise UserError(f"no module named {program[0]!r}")
-        recorder.merge_into(kept)
+        record.merge(kept, calls, files)
         if status != 0:
             record.save(kept, path)
             kept_in = f"its calls are kept in {options.record}, no source changed"
@@ -65,37 +56,34 @@ def _annotate(options: argparse.Namespace, program: list[str]) -> int:
             return status
     files = {function["file"] for function in kept["functions"].values()}
     proposal = propose(kept, {file: Path(file).read_text() for file in files})
-    changes, written = edit.plan(
-        kept, proposal.functions, proposal.jaxtyping_names, options.decorate
-    )
+    changes, written = edit.plan(kept, proposal.functions, proposal.jaxtyping_names, options.decorate)
     if options.write:
         for file, (_, new) in changes.items():
             Path(file).write_bytes(new.encode())
         kept["written"] = written
     else:
-        Path(cwd, "annotate.diff").write_text(edit.diff(changes, cwd))
+        diff = []
+        for file, (old, new) in sorted(changes.items()):
+            name = file if (relative := os.path.relpath(file, cwd)).startswith("..") else relative
+            a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+            diff += difflib.unified_diff(a, b, f"a/{name}", f"b/{name}")
+        Path(cwd, "annotate.diff").write_text("".join(diff))
     record.save(kept, path)
-    _summary(kept["runs"], proposal, options, len(changes), cwd)
-    return 0
-
-
-def _summary(
-    runs: int, proposal: Proposal, options: argparse.Namespace, files: int, cwd: str
-) -> None:
-    annotated = sorted(k for k, p in proposal.functions.items() if p.params or p.result)
-    lines = [f"annotate: {runs} runs recorded in {options.record}"]
-    lines.append(f"annotate: {len(annotated)} functions annotated" + ":" * bool(annotated))
-    lines += [f"  {os.path.relpath(k, cwd)}" for k in annotated]
-    for title, items in (
-        ("axes named from the code", proposal.named_from_code),
-        ("axes left literal (record a run in which they vary)", proposal.literal_axes),
-        ("held tensors but never ran in full", proposal.incomplete),
-        ("left alone: compiled by torch.jit.script", proposal.torchscript),
-    ):
+    annotated = [k for k, p in sorted(proposal.functions.items()) if p.params or p.result]
+    sections = {
+        f"{len(annotated)} functions annotated": [os.path.relpath(k, cwd) for k in annotated],
+        "axes named from the code": proposal.named_from_code,
+        "axes left literal (record a run in which they vary)": proposal.literal_axes,
+        "held tensors but never ran in full": proposal.incomplete,
+        "left alone: compiled by torch.jit.script": proposal.torchscript,
+    }
+    lines = [f"annotate: {kept['runs']} runs recorded in {options.record}"]
+    for title, items in sections.items():
         lines += [f"annotate: {title}:", *(f"  {item}" for item in items)] if items else []
-    done = f"{files} files edited" if options.write else "the change is in annotate.diff"
-    lines.append(f"annotate: {done}" + ("" if options.write else " (--write applies it)"))
+    done = "the change is in annotate.diff (--write applies it)"
+    lines.append(f"annotate: {f'{len(changes)} files edited' if options.write else done}")
     print("\n".join(lines), file=sys.stderr, flush=True)
+    return 0
 
 
 if __name__ == "__main__":

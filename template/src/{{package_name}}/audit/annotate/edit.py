@@ -4,20 +4,18 @@ functions' annotations, the real imports they need, and with ``--decorate`` one 
 kept, except a bare ``Tensor``; this command's (the record's ``written``) are recomputed, so
 annotating again from the same runs changes nothing."""
 
-import difflib
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import libcst as cst
 from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
+from libcst.codemod.visitors import AddImportsVisitor, ImportItem
 from libcst.metadata import QualifiedNameProvider
 
 from ...run.errors import UserError
 
-DECORATOR = "jaxtyped(typechecker=beartype)"
+DECORATOR = cst.Decorator(cst.parse_expression("jaxtyped(typechecker=beartype)"))
 BARE = re.compile(r"(None\|)?(torch\.)?Tensor(\|None)?|(typing\.)?Optional\[(torch\.)?Tensor\]")
 """A bare tensor annotation, spaces and quotes removed: replaced, though the user wrote it."""
 
@@ -44,7 +42,7 @@ class _Annotate(cst.CSTTransformer):
         return False  # its parameters are not the function's
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        (name,) = self.get_metadata(QualifiedNameProvider, node)
+        (name,) = self.get_metadata(QualifiedNameProvider, node, ())
         self.found.add(name.name)
         self.inside.append(name.name)
 
@@ -67,9 +65,9 @@ class _Annotate(cst.CSTTransformer):
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> Any:
         returns, decorators = self._hint(updated.returns, "return"), updated.decorators
-        if self.inside.pop() in self.proposals and self.decorate:
-            if not any("jaxtyped" in _same(d.decorator) for d in decorators):
-                decorators = [*decorators, cst.Decorator(cst.parse_expression(DECORATOR))]
+        known = " ".join(_same(decorator.decorator) for decorator in decorators)
+        if self.inside.pop() in self.proposals and self.decorate and "jaxtyped" not in known:
+            decorators = [*decorators, DECORATOR]
         return updated.with_changes(returns=returns, decorators=decorators)
 
 
@@ -87,11 +85,9 @@ def plan(
     for file, functions in sorted(by_file.items()):
         try:  # as bytes: line endings stay as they are
             module = cst.parse_module(old := Path(file).read_bytes().decode())
-        except OSError:
-            raise UserError(f"{file}: recorded, but it no longer exists") from None
-        except (cst.ParserSyntaxError, UnicodeDecodeError) as error:
+        except (OSError, cst.ParserSyntaxError, UnicodeDecodeError) as error:
             reason = str(error).strip().splitlines()[0]
-            raise UserError(f"{file}: no longer parses ({reason})") from None
+            raise UserError(f"{file}: recorded, but no longer parses ({reason})") from None
         ours = {q: record["written"].get(f"{file}::{q}", {}) for q in functions}
         mine = {q: p for q, p in functions.items() if p and (p.params or p.result)}
         editor = _Annotate(mine, ours, decorate)
@@ -100,25 +96,14 @@ def plan(
             again = "record again into a new --record file"
             raise UserError(f"{file}: {gone} is recorded but no longer defined there ({again})")
         texts = " ".join(text for done in editor.written.values() for text in done.values())
-        needed = [("jaxtyping", n) for n in names.get(file, ()) if re.search(rf"\b{n}\[", texts)]
-        needed += [("torch", "Tensor")] if re.search(r"(?<!\.)\bTensor\b", texts) else []
+        used = set(re.findall(r"(?<!\.)\b(\w+)\[", texts)) & set(names.get(file, ()))
+        needed = [ImportItem("jaxtyping", n) for n in sorted(used)]
+        needed += [ImportItem("torch", "Tensor")] if re.search(r"(?<!\.)\bTensor\b", texts) else []
         if decorate and mine:
-            needed += [("jaxtyping", "jaxtyped"), ("beartype", "beartype")]
-        context = CodemodContext()
-        for source, name in needed:
-            AddImportsVisitor.add_needed_import(context, source, name)
-        new = AddImportsVisitor(context).transform_module(module).code
+            needed += [ImportItem("jaxtyping", "jaxtyped"), ImportItem("beartype", "beartype")]
+        new = AddImportsVisitor(CodemodContext(), needed).transform_module(module).code
         written.update({f"{file}::{q}": w for q, w in editor.written.items()})
         if new != old:
             changes[file] = (old, new)
     return changes, written
 
-
-def diff(changes: dict[str, tuple[str, str]], cwd: str) -> str:
-    """The unified diff of ``changes``, with paths relative to ``cwd`` where they can be."""
-    text = []
-    for file, (old, new) in sorted(changes.items()):
-        name = file if (relative := os.path.relpath(file, cwd)).startswith("..") else relative
-        a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
-        text += difflib.unified_diff(a, b, f"a/{name}", f"b/{name}")
-    return "".join(text)

@@ -1,9 +1,8 @@
-"""Recording: each call of a function defined in the sources keeps the shape and dtype of
-every tensor it was given and returned (in tuples, lists and NamedTuples too), None where it
-was passed, whether it ran to its end, and its nearest recorded caller; distinct calls are
-counted and accumulate across runs in the record file. ``sys.settrace`` calls back on
-Python calls only (``sys.setprofile`` also on each of torch's C calls), and one cached
-lookup by file name leaves a call outside the sources untraced."""
+"""Recording: per call of a function of the sources, the shape and dtype of every tensor
+it was given and returned (in tuples, lists and NamedTuples too), None where passed, whether
+it ran to its end, and its nearest recorded caller; equal calls are counted. ``sys.settrace``
+calls back on Python calls only (``sys.setprofile`` also on torch's C calls), and one cached
+lookup by file name leaves any call outside the sources untraced."""
 
 import ast
 import contextlib
@@ -11,6 +10,8 @@ import dis
 import json
 import os
 import sys
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -60,11 +61,8 @@ def functions_in(file: str) -> dict[int, tuple[str, str, list[str], bool]]:
     decorator, or as ``torch.jit.script(name)``)."""
     tree = ast.parse(Path(file).read_bytes(), file)
     found: dict[int, tuple[str, str, list[str], bool]] = {}
-    scripted = {
-        ast.unparse(node.args[0])
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and node.args and ast.unparse(node.func).endswith("jit.script")
-    }
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and node.args]
+    scripted = {ast.unparse(c.args[0]) for c in calls if ast.unparse(c.func).endswith("jit.script")}
 
     def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
@@ -99,78 +97,70 @@ def describe(value: Any, depth: int = 0) -> dict:
     return {"other": type(value).__name__}
 
 
-class Recorder:
-    """While active, counts the distinct calls of every function defined in a file under
-    ``sources``, leaving out installed packages and this command."""
+@contextlib.contextmanager
+def recording(sources: list[str], calls: dict[tuple[str, str], int], files: dict) -> Iterator[None]:
+    """While active, counts in ``calls`` (function and call as text) the distinct calls of
+    every function defined in a file under ``sources``, but not in installed packages or in
+    this command; ``files`` gets the recorded files' :func:`functions_in`."""
+    roots, by_name, stack = [Path(path).resolve() for path in sources], {}, []
 
-    def __init__(self, sources: list[str]) -> None:
-        self.roots = [Path(path).resolve() for path in sources]
-        self.files: dict[str, dict[int, tuple[str, str, list[str], bool]]] = {}
-        self.calls: dict[tuple[str, str], int] = {}  # function and call (as _text) -> count
-
-    def _functions(self, name: str) -> dict[int, tuple[str, str, list[str], bool]] | None:
+    def functions(name: str) -> dict[int, tuple[str, str, list[str], bool]] | None:
         file = os.path.realpath(name)  # site-packages and dist-packages: installed packages
-        if file.endswith(".py") and "-packages" not in file and not file.startswith(OWN):
-            if any(Path(file).is_relative_to(root) for root in self.roots):
-                with contextlib.suppress(OSError, SyntaxError, ValueError):
-                    self.files[file] = functions_in(file)
-        return self.files.get(file)
+        ours = file.endswith(".py") and "-packages" not in file and not file.startswith(OWN)
+        if ours and any(Path(file).is_relative_to(root) for root in roots):
+            with contextlib.suppress(OSError, SyntaxError, ValueError):
+                files[file] = functions_in(file)
+        return files.get(file)
 
-    def __enter__(self) -> "Recorder":
-        calls, by_name, stack = self.calls, {}, []
+    def call(frame: FrameType, event: str, arg: Any) -> Any:  # only calls come here
+        code = frame.f_code  # a file name is a string: its hash is kept
+        lines: Any = by_name.get(code.co_filename, by_name)
+        if lines is by_name:
+            lines = by_name[code.co_filename] = functions(code.co_filename)
+        found = lines and lines.get(code.co_firstlineno)
+        if not found or found[1] != code.co_name or code.co_flags & _LAZY:
+            return None  # nothing more from this call
+        values = frame.f_locals  # every parameter, unless the file changed since
+        args = {p: describe(values.get(p, ...)) for p in found[2]}
+        caller = {"function": stack[-1][0], "args": stack[-1][1]["args"]} if stack else None
+        stack.append((found[0], {"args": args, "caller": caller, "count": 0}))
+        frame.f_trace_lines = False
+        return end
 
-        def call(frame: FrameType, event: str, arg: Any) -> Any:  # only calls come here
-            code = frame.f_code  # a file name is a string: its hash is kept
-            lines: Any = by_name.get(code.co_filename, by_name)
-            if lines is by_name:
-                lines = by_name[code.co_filename] = self._functions(code.co_filename)
-            found = lines and lines.get(code.co_firstlineno)
-            if not found or found[1] != code.co_name or code.co_flags & _LAZY:
-                return None  # nothing more from this call
-            values = frame.f_locals  # every parameter, unless the file changed since
-            args = {p: describe(values.get(p, ...)) for p in found[2]}
-            stack.append((found[0], args, stack[-1][:2] if stack else None))
-            frame.f_trace_lines = False
-            return end
+    def end(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "return":  # after the calls it made, in order
+            key, observed = stack.pop()
+            lasti = frame.f_lasti  # a return instruction, or where it raised
+            done = arg is not None or lasti < 0 or frame.f_code.co_code[lasti] in _RETURNS
+            observed.update(result=describe(arg) if done else None, complete=done)
+            text = json.dumps(observed, sort_keys=True)
+            calls[key, text] = calls.get((key, text), 0) + 1
+        return end
 
-        def end(frame: FrameType, event: str, arg: Any) -> Any:
-            if event == "return":  # after the calls it made, in order
-                key, args, caller = stack.pop()
-                lasti = frame.f_lasti  # a return instruction, or where it raised
-                done = arg is not None or lasti < 0 or frame.f_code.co_code[lasti] in _RETURNS
-                observed = {"args": args, "result": describe(arg) if done else None}
-                observed["complete"] = done
-                observed["caller"] = caller and {"function": caller[0], "args": caller[1]}
-                text = json.dumps(observed, sort_keys=True)
-                calls[key, text] = calls.get((key, text), 0) + 1
-            return end
-
-        self.previous = sys.gettrace()
-        sys.settrace(call)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        sys.settrace(self.previous)
-
-    def merge_into(self, record: dict) -> None:
-        """Adds this run's calls to ``record``, and marks the functions ``torch.jit.script``
-        compiles in the files it saw (never run as Python, they have no calls)."""
-        record["runs"] += 1
-        functions, called = record["functions"], {key for key, _ in self.calls}
-        for file, found in self.files.items():
-            for key, name, params, scripted in found.values():
-                if scripted or key in called or key in functions:  # as this run saw them
-                    new = {"file": file, "qualname": key.rpartition("::")[2], "calls": []}
-                    new |= {**functions.get(key, {}), "params": params, "torchscript": scripted}
-                    functions[key] = new
-        index = {(k, _text(c)): c for k, f in functions.items() for c in f["calls"]}
-        for (key, text), count in self.calls.items():
-            if (key, text) not in index:
-                index[key, text] = {**json.loads(text), "count": 0}
-                functions[key]["calls"].append(index[key, text])
-            index[key, text]["count"] += count
+    previous = sys.gettrace()
+    sys.settrace(call)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
 
 
-def _text(call: dict) -> str:
-    """A call as text that equal calls share, whatever their counts."""
-    return json.dumps({k: v for k, v in call.items() if k != "count"}, sort_keys=True)
+def merge(record: dict, calls: dict[tuple[str, str], int], files: dict) -> None:
+    """Adds one run's calls to ``record``, and marks the functions ``torch.jit.script``
+    compiles in the files it saw (never run as Python, they have no calls)."""
+    record["runs"] += 1
+    functions, counts = record["functions"], Counter[tuple[str, str]]()
+    for key, function in functions.items():
+        for call in function["calls"]:
+            counts[key, json.dumps({**call, "count": 0}, sort_keys=True)] += call["count"]
+    counts.update(calls)
+    called = {key for key, _ in counts}
+    for file, found in files.items():
+        for key, _, params, scripted in found.values():
+            if scripted or key in called or key in functions:  # as this run saw them
+                new = {"file": file, "qualname": key.rpartition("::")[2], **functions.get(key, {})}
+                functions[key] = {**new, "params": params, "torchscript": scripted}
+    for function in functions.values():
+        function["calls"] = []
+    for (key, text), count in counts.items():  # in the order first seen
+        functions[key]["calls"].append({**json.loads(text), "count": count})
