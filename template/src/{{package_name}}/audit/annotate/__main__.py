@@ -12,7 +12,7 @@ from pathlib import Path
 from ...run.errors import UserError, user_errors
 from ..command import _Parser, as_python_would, run_program
 from . import edit, record
-from .infer import propose
+from .infer import Proposal, propose
 
 
 @user_errors()
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     if not path.parent.is_dir():
         raise UserError(f"--record {options.record}: no folder {path.parent}")
     kept = record.load(path)
-    edit.plan(kept, {}, {})  # the record still fits the sources, before anything runs
+    edit.plan(kept, Proposal())  # the record still fits the sources, before anything runs
     if program:
         default = cwd if options.module else os.path.dirname(os.path.abspath(program[0]))
         sources, calls, files = [str(s) for s in options.source] or [default], {}, {}
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             return status
     files = {function["file"] for function in kept["functions"].values()}
     proposal = propose(kept, {file: Path(file).read_text() for file in files})
-    changes, written = edit.plan(kept, proposal.functions, proposal.jaxtyping_names, options.decorate)
+    changes, written = edit.plan(kept, proposal, options.decorate)
     if options.write:
         for file, (_, new) in changes.items():
             Path(file).write_bytes(new.encode())

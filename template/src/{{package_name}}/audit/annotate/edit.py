@@ -14,6 +14,7 @@ from libcst.codemod.visitors import AddImportsVisitor, ImportItem
 from libcst.metadata import QualifiedNameProvider
 
 from ...run.errors import UserError
+from .infer import Proposal
 
 DECORATOR = cst.Decorator(cst.parse_expression("jaxtyped(typechecker=beartype)"))
 BARE = re.compile(r"(None\|)?(torch\.)?Tensor(\|None)?|(typing\.)?Optional\[(torch\.)?Tensor\]")
@@ -26,17 +27,18 @@ def _same(node: cst.CSTNode | str) -> str:
 
 
 class _Annotate(cst.CSTTransformer):
-    """Annotates the functions of ``proposals`` (by qualified name), noting every function
-    it meets in ``found`` and the annotations it writes in ``written``."""
+    """Annotates the functions of ``file`` that ``proposals`` (by key) name, noting the
+    qualified name of every function it meets in ``found`` and what it wrote in ``written``."""
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider,)
 
-    def __init__(self, proposals: dict[str, Any], ours: dict[str, dict], decorate: bool) -> None:
+    def __init__(self, file: str, proposals: dict, ours: dict, decorate: bool) -> None:
         super().__init__()
-        self.proposals, self.ours, self.decorate = proposals, ours, decorate
+        self.file, self.proposals, self.ours, self.decorate = file, proposals, ours, decorate
         self.found: set[str] = set()
-        self.inside: list[str] = []  # the functions the visit is in, innermost last
+        self.inside: list[str] = []  # the keys of the functions the visit is in, innermost last
         self.written: dict[str, dict[str, str]] = {}
+        self.decorated = False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False  # its parameters are not the function's
@@ -44,16 +46,16 @@ class _Annotate(cst.CSTTransformer):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         (name,) = self.get_metadata(QualifiedNameProvider, node, ())
         self.found.add(name.name)
-        self.inside.append(name.name)
+        self.inside.append(f"{self.file}::{name.name}")
 
     def _hint(self, old: cst.Annotation | None, name: str) -> cst.Annotation | None:
-        qualname = self.inside[-1]
-        proposal = self.proposals.get(qualname)
+        key = self.inside[-1]
+        proposal = self.proposals.get(key)
         text = proposal and (proposal.result if name == "return" else proposal.params.get(name))
-        now, ours = _same(old.annotation) if old else "", self.ours.get(qualname, {})
+        now, ours = _same(old.annotation) if old else "", self.ours.get(key, {})
         if not text or (now and now != _same(ours.get(name, "\0")) and not BARE.fullmatch(now)):
             return old  # nothing to write, or the user's own
-        self.written.setdefault(qualname, {})[name] = text
+        self.written.setdefault(key, {})[name] = text
         new = cst.parse_expression(text)
         return old.with_changes(annotation=new) if old else cst.Annotation(new)
 
@@ -67,43 +69,35 @@ class _Annotate(cst.CSTTransformer):
         returns, decorators = self._hint(updated.returns, "return"), updated.decorators
         known = " ".join(_same(decorator.decorator) for decorator in decorators)
         if self.inside.pop() in self.proposals and self.decorate and "jaxtyped" not in known:
-            decorators = [*decorators, DECORATOR]
+            decorators, self.decorated = [*decorators, DECORATOR], True
         return updated.with_changes(returns=returns, decorators=decorators)
 
 
-def plan(
-    record: dict, proposals: dict[str, Any], names: dict[str, set[str]], decorate: bool = False
-) -> tuple[dict[str, tuple[str, str]], dict[str, dict]]:
+def plan(record: dict, proposal: Proposal, decorate: bool = False) -> tuple[dict, dict]:
     """The files that change (file -> old and new text) and the record's new ``written``.
     Refuses a recorded file that is gone or no longer parses, and a recorded function no
-    longer found by its qualified name (with no ``proposals``, that is all it does)."""
-    by_file: dict[str, dict[str, Any]] = {}
-    for key, function in record["functions"].items():
-        found = None if function["torchscript"] else proposals.get(key)
-        by_file.setdefault(function["file"], {})[function["qualname"]] = found
-    changes, written = {}, {}
-    for file, functions in sorted(by_file.items()):
+    longer found by its qualified name (with an empty ``proposal``, that is all it does)."""
+    changes, written, functions = {}, {}, record["functions"].values()
+    for file in sorted({function["file"] for function in functions}):
         try:  # as bytes: line endings stay as they are
             module = cst.parse_module(old := Path(file).read_bytes().decode())
         except (OSError, cst.ParserSyntaxError, UnicodeDecodeError) as error:
             reason = str(error).strip().splitlines()[0]
             raise UserError(f"{file}: recorded, but no longer parses ({reason})") from None
-        ours = {q: record["written"].get(f"{file}::{q}", {}) for q in functions}
-        mine = {q: p for q, p in functions.items() if p and (p.params or p.result)}
-        editor = _Annotate(mine, ours, decorate)
+        editor = _Annotate(file, proposal.functions, record["written"], decorate)
         module = cst.MetadataWrapper(module, unsafe_skip_copy=True).visit(editor)
-        for gone in sorted(set(functions) - editor.found):
+        recorded = {function["qualname"] for function in functions if function["file"] == file}
+        for gone in sorted(recorded - editor.found):
             again = "record again into a new --record file"
             raise UserError(f"{file}: {gone} is recorded but no longer defined there ({again})")
         texts = " ".join(text for done in editor.written.values() for text in done.values())
-        used = set(re.findall(r"(?<!\.)\b(\w+)\[", texts)) & set(names.get(file, ()))
-        needed = [ImportItem("jaxtyping", n) for n in sorted(used)]
+        names = proposal.jaxtyping_names.get(file, set())
+        needed = [ImportItem("jaxtyping", n) for n in sorted(names) if re.search(rf"\b{n}\[", texts)]
         needed += [ImportItem("torch", "Tensor")] if re.search(r"(?<!\.)\bTensor\b", texts) else []
-        if decorate and mine:
+        if editor.decorated:
             needed += [ImportItem("jaxtyping", "jaxtyped"), ImportItem("beartype", "beartype")]
         new = AddImportsVisitor(CodemodContext(), needed).transform_module(module).code
-        written.update({f"{file}::{q}": w for q, w in editor.written.items()})
+        written.update(editor.written)
         if new != old:
             changes[file] = (old, new)
     return changes, written
-

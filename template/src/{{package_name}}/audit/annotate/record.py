@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ...run.errors import UserError
+from .names import definitions
 
 FORMAT, VERSION = "annotate-record", 1
 OWN = str(Path(__file__).resolve().parents[1]) + os.sep  # the audit folder: never recorded
@@ -57,28 +58,18 @@ def save(record: dict, path: Path) -> None:
 
 def functions_in(file: str) -> dict[int, tuple[str, str, list[str], bool]]:
     """A source file's functions by the line their code object starts at (the first
-    decorator's): key, name, parameters, and whether ``torch.jit.script`` compiles it (as a
-    decorator, or as ``torch.jit.script(name)``)."""
+    decorator's): key, name, parameters, and whether ``torch.jit.script`` compiles it."""
     tree = ast.parse(Path(file).read_bytes(), file)
-    found: dict[int, tuple[str, str, list[str], bool]] = {}
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and node.args]
     scripted = {ast.unparse(c.args[0]) for c in calls if ast.unparse(c.func).endswith("jit.script")}
-
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            name = prefix + getattr(child, "name", "")
-            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                a, marks = child.args, [ast.unparse(d) for d in child.decorator_list]
-                every = (*a.posonlyargs, *a.args, a.vararg, a.kwarg, *a.kwonlyargs)
-                script = name in scripted or any(m.endswith("jit.script") for m in marks)
-                first = min([child.lineno] + [d.lineno for d in child.decorator_list])
-                params = [p.arg for p in every if p]
-                found[first] = (f"{file}::{name}", child.name, params, script or "script" in marks)
-                visit(child, name + ".<locals>.")
-            else:
-                visit(child, name + "." if isinstance(child, ast.ClassDef) else prefix)
-
-    visit(tree, "")
+    found = {}
+    for qualname, node in definitions(tree).items():
+        assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        a, marks = node.args, [ast.unparse(d) for d in node.decorator_list]
+        every = (*a.posonlyargs, *a.args, a.vararg, a.kwarg, *a.kwonlyargs)
+        script = qualname in scripted or any(m.endswith("script") for m in marks)
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        found[first] = (f"{file}::{qualname}", node.name, [p.arg for p in every if p], script)
     return found
 
 
