@@ -9,6 +9,7 @@ call linking them, then ``batch``, then ``<param>_axis<i>``; never a numbered pl
 """
 
 import ast
+import functools
 import keyword
 import os
 import re
@@ -67,7 +68,7 @@ def _walk(value: dict | None, path: Path, call: int, seen: Seen) -> None:
         _walk(item, (*path, "*" if "list" in value else index), call, seen)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Cluster:
     """Axes whose sizes agreed in every call where they were seen together."""
 
@@ -79,6 +80,8 @@ class _Cluster:
 
 
 class _Function:
+    """One recorded function: what was seen at each path, and its axes in clusters."""
+
     def __init__(self, entry: dict, node: ast.AST | None) -> None:
         self.entry, self.display = entry, f"{os.path.basename(entry['file'])}::{entry['qualname']}"
         arguments = getattr(node, "args", None)
@@ -109,12 +112,14 @@ class _Function:
 
     def axes(self, seen: Seen) -> dict[Axis, dict[int, set[int]]]:
         """Each axis's sizes, call by call."""
-        found: dict[Axis, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+        found: dict[Axis, dict[int, set[int]]] = {}
         for path, rank in self.ranks.items():
             for kind, call, shape, _ in seen.get(path, ()):
                 fits = kind == "tensor" and (len(shape) == rank or rank < 0 <= len(shape) + rank)
                 for position in _positions(rank) if fits else ():
-                    found[(path, position)][call].add(shape[position])
+                    found.setdefault((path, position), {}).setdefault(call, set()).add(
+                        shape[position]
+                    )
         return found
 
     def _place(self, axis: Axis, by_call: dict[int, set[int]]) -> None:
@@ -190,9 +195,10 @@ def _name_across(functions: dict[str, _Function]) -> None:
             links[key][caller["function"]].append(pair)
             links[caller["function"]][key].append(pair[::-1])
 
-    def tracks(mine: _Cluster, theirs: _Cluster, pairs: list) -> bool:
+    @functools.cache  # clusters never change members: only their names spread
+    def tracks(mine: _Cluster, theirs: _Cluster, key: str, other: str) -> bool:
         matched: set[int] = set()
-        for my_sizes, their_sizes in pairs:
+        for my_sizes, their_sizes in links[key][other]:
             a = set().union(*(my_sizes.get(axis, ()) for axis in mine.axes))
             b = set().union(*(their_sizes.get(axis, ()) for axis in theirs.axes))
             if a and b and (len(a) > 1 or a != b):
@@ -206,9 +212,9 @@ def _name_across(functions: dict[str, _Function]) -> None:
         for key, function in functions.items():
             for cluster in [c for c in function.clusters if c.name is None and len(c.seen) > 1]:
                 offered: dict[str, str] = {}
-                for other, pairs in links[key].items():
+                for other in links[key]:
                     clusters = functions[other].clusters
-                    names = {c.name for c in clusters if c.name and tracks(cluster, c, pairs)}
+                    names = {c.name for c in clusters if c.name and tracks(cluster, c, key, other)}
                     if len(names) == 1 and (name := names.pop()) not in {
                         c.name for c in function.clusters
                     }:
