@@ -91,11 +91,11 @@ class _Function:
         self.seen: Seen = defaultdict(list)
         for call, observed in enumerate(entry["calls"]):
             self.add(observed["args"], observed.get("result"), call, self.seen)
-        self.ranks: dict[Path, int] = {}  # minus the common trailing axes where the rank varied
+        self.ranks: dict[Path, int] = {}  # ~ the common trailing axes where the rank varied
         for path in sorted(self.seen, key=self._order):
             ranks = {len(shape) for kind, _, shape, _ in self.seen[path] if kind == "tensor"}
             if ranks:
-                self.ranks[path] = ranks.pop() if len(ranks) == 1 else -min(ranks)
+                self.ranks[path] = ranks.pop() if len(ranks) == 1 else ~min(ranks)
         self.clusters: list[_Cluster] = []
         for axis, by_call in self.axes(self.seen).items():
             self._place(axis, by_call)
@@ -115,7 +115,7 @@ class _Function:
         found: dict[Axis, dict[int, set[int]]] = {}
         for path, rank in self.ranks.items():
             for kind, call, shape, _ in seen.get(path, ()):
-                fits = kind == "tensor" and (len(shape) == rank or rank < 0 <= len(shape) + rank)
+                fits = kind == "tensor" and (len(shape) == rank or rank < 0 <= len(shape) + rank + 1)
                 for position in _positions(rank) if fits else ():
                     found.setdefault((path, position), {}).setdefault(call, set()).add(
                         shape[position]
@@ -150,7 +150,7 @@ class _Function:
 
 
 def _positions(rank: int) -> range:
-    return range(rank) if rank >= 0 else range(rank, 0)
+    return range(rank) if rank >= 0 else range(rank + 1, 0)
 
 
 def _label(path: Path) -> str:
@@ -309,11 +309,11 @@ def propose(record: dict, sources: dict[str, str]) -> Proposal:
             trees[file] = definitions(ast.parse(sources[file])) if file in sources else {}
         node = trees[file].get(entry["qualname"])
         function = _Function(entry, node)
-        if not function.ranks:
-            continue  # never held a tensor
-        if entry.get("torchscript"):
+        if entry.get("torchscript"):  # it never runs as Python: no calls
             proposal.torchscript.append(function.display)
             continue
+        if not function.ranks:
+            continue  # never held a tensor
         functions[key] = function
         if node is not None:
             _name_from_code(function, node)

@@ -189,6 +189,9 @@ def test_lists_and_a_rank_that_varied() -> None:
         'Float[Tensor, "same_item_axis0 4"]',
     )
 
+    raised = [call(None, x=t(1)), call(t(), x=t())]  # a call that raised shows what f takes too
+    assert run("def f(x): ...", f=raised)[0]["f"][0] == {"x": 'Float[Tensor, " ..."]'}
+
 
 def test_a_function_that_never_returned_gets_no_result_and_torchscript_is_left_alone() -> None:
     record = {"functions": {
@@ -196,11 +199,13 @@ def test_a_function_that_never_returned_gets_no_result_and_torchscript_is_left_a
                        "calls": [call(None, x=t(2, 3)), call(None, x=t(4, 3))]},
         f"{FILE}::g": {"file": FILE, "qualname": "g", "params": ["x"], "torchscript": True,
                        "calls": [call(t(2), x=t(2))]},
+        f"{FILE}::h": {"file": FILE, "qualname": "h", "params": ["x"], "torchscript": True,
+                       "calls": []},  # compiled by a decorator: it never ran as Python
     }}  # fmt: skip
-    proposal = propose(record, {FILE: "def f(x): ...\ndef g(x): ..."})
+    proposal = propose(record, {FILE: "def f(x): ...\ndef g(x): ...\ndef h(x): ..."})
     f = proposal.functions[f"{FILE}::f"]
     assert (f.params, f.result, f.complete) == ({"x": 'Float[Tensor, "batch 3"]'}, None, False)
-    assert proposal.incomplete == ["model.py::f"] and proposal.torchscript == ["model.py::g"]
+    assert proposal.incomplete == ["model.py::f"] and proposal.torchscript == ["model.py::g", "model.py::h"]
     assert f"{FILE}::g" not in proposal.functions
 
 
