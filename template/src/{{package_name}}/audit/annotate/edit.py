@@ -92,7 +92,8 @@ def plan(record: dict, proposal: Proposal, decorate: bool = False) -> tuple[dict
             raise UserError(f"{file}: {gone} is recorded but no longer defined there ({again})")
         texts = " ".join(text for done in editor.written.values() for text in done.values())
         names = proposal.jaxtyping_names.get(file, set())
-        needed = [ImportItem("jaxtyping", n) for n in sorted(names) if re.search(rf"\b{n}\[", texts)]
+        used = [name for name in sorted(names) if re.search(rf"\b{name}\[", texts)]
+        needed = [ImportItem("jaxtyping", name) for name in used]
         needed += [ImportItem("torch", "Tensor")] if re.search(r"(?<!\.)\bTensor\b", texts) else []
         if editor.decorated:
             needed += [ImportItem("jaxtyping", "jaxtyped"), ImportItem("beartype", "beartype")]

@@ -1,11 +1,8 @@
 """From a record of calls and the sources, the jaxtyping annotation of every function that
-held tensors, such that it passes on sizes never recorded and refuses what no run showed.
-Two axes share a name only if their sizes agreed in every call seen (``(N, 1)`` against
-``(N,)`` stays apart); an axis that varied is always named, never written as its size; one
-that never varied is its size (a kept ``1`` too) unless the code names it. Names come from
-the code (names.py), then from a caller's or callee's named axis that it tracked in every
-call linking them, then ``batch``, then ``<param>_axis<i>``; never a numbered placeholder
-(``D1``) nor a leading ``_`` (jaxtyping would not check it across arguments).
+held tensors: it passes on sizes never recorded and refuses what no run showed. Axes share a
+name only if their sizes agreed in every call (``(N, 1)`` against ``(N,)`` stays apart); an
+axis that varied is named: from the code (names.py), from a caller's or callee's axis it
+tracked, then ``batch``, then ``<param>_axis<i>``; one that never varied is its size.
 """
 
 import ast
@@ -112,14 +109,12 @@ class _Function:
 
     def axes(self, seen: Seen) -> dict[Axis, dict[int, set[int]]]:
         """Each axis's sizes, call by call."""
-        found: dict[Axis, dict[int, set[int]]] = {}
+        found: dict[Axis, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
         for path, rank in self.ranks.items():
             for kind, call, shape, _ in seen.get(path, ()):
-                fits = kind == "tensor" and (len(shape) == rank or rank < 0 <= len(shape) + rank + 1)
+                fits = kind == "tensor" and (len(shape) == rank or ~len(shape) <= rank < 0)
                 for position in _positions(rank) if fits else ():
-                    found.setdefault((path, position), {}).setdefault(call, set()).add(
-                        shape[position]
-                    )
+                    found[path, position][call].add(shape[position])
         return found
 
     def _place(self, axis: Axis, by_call: dict[int, set[int]]) -> None:
@@ -188,10 +183,8 @@ def _name_across(functions: dict[str, _Function]) -> None:
             mine, theirs = defaultdict(list), defaultdict(list)
             function.add(observed["args"], observed.get("result"), 0, mine)
             other.add(caller["args"], None, 0, theirs)
-            pair = [
-                {a: s[0] for a, s in f.axes(v).items()}
-                for f, v in ((function, mine), (other, theirs))
-            ]
+            sides = ((function, mine), (other, theirs))
+            pair = [{a: s[0] for a, s in f.axes(v).items()} for f, v in sides]
             links[key][caller["function"]].append(pair)
             links[caller["function"]][key].append(pair[::-1])
 
@@ -211,13 +204,11 @@ def _name_across(functions: dict[str, _Function]) -> None:
         changed = False
         for key, function in functions.items():
             for cluster in [c for c in function.clusters if c.name is None and len(c.seen) > 1]:
-                offered: dict[str, str] = {}
+                offered, taken = {}, {c.name for c in function.clusters}
                 for other in links[key]:
                     clusters = functions[other].clusters
                     names = {c.name for c in clusters if c.name and tracks(cluster, c, key, other)}
-                    if len(names) == 1 and (name := names.pop()) not in {
-                        c.name for c in function.clusters
-                    }:
+                    if len(names) == 1 and (name := names.pop()) not in taken:
                         offered.setdefault(name, functions[other].display)
                 if offered:
                     name = min(offered)
@@ -278,24 +269,17 @@ def _propose(key: str, function: _Function, proposal: Proposal) -> None:
     ran = any(call.get("complete") and call.get("result") is not None for call in calls)
     result = _render(function, ("return",), classes) if ran and "return" in holds else None
     stars = any("'tensor'" in repr(c["args"].get(s)) for c in calls for s in function.variadic)
-    complete = (
-        ran and None not in params.values() and not stars and (result or "return" not in holds)
-    )
+    full = ran and None not in params.values() and not stars and (result or "return" not in holds)
     params = {p: text for p, text in params.items() if text}
     if not ran:
         proposal.incomplete.append(function.display)
     if params or result:
-        proposal.functions[key] = FunctionProposal(params, result, bool(complete))
+        proposal.functions[key] = FunctionProposal(params, result, bool(full))
         proposal.jaxtyping_names.setdefault(function.entry["file"], set()).update(classes)
-    proposal.named_from_code += [
-        f"{function.display} {c.origin}" for c in function.clusters if c.origin
-    ]
-    literal = [
-        f"{_label(path)} axis {position} = {next(iter(c.seen))}"
-        for c in function.clusters
-        if c.name is None and c.sizes is not None
-        for path, position in c.axes
-    ]
+    display = function.display
+    proposal.named_from_code += [f"{display} {c.origin}" for c in function.clusters if c.origin]
+    fixed = [c for c in function.clusters if c.name is None and c.sizes is not None]
+    literal = [f"{_label(p)} axis {i} = {next(iter(c.seen))}" for c in fixed for p, i in c.axes]
     if literal:
         proposal.literal_axes.append(f"{function.display}: {', '.join(literal)} (never varied)")
 

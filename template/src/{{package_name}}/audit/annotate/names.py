@@ -11,12 +11,13 @@ Fact = tuple[str, int, str, int | None, str]
 """(parameter, axis position (negative: from the end), name, the rank it needs or None, how)."""
 
 _PATTERNS = {"rearrange", "reduce", "repeat", "parse_shape", "einsum"}
+Function = ast.FunctionDef | ast.AsyncFunctionDef
 _NESTED = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda
 
 
-def definitions(tree: ast.AST, prefix: str = "") -> dict[str, ast.AST]:
+def definitions(tree: ast.AST, prefix: str = "") -> dict[str, Function]:
     """Every function of a module by its ``__qualname__``."""
-    found: dict[str, ast.AST] = {}
+    found: dict[str, Function] = {}
     for child in ast.iter_child_nodes(tree):
         if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
             found[prefix + child.name] = child
@@ -54,7 +55,7 @@ def _own_nodes(nodes):
 def _param(node: ast.AST, attribute: str) -> str | None:
     """``p`` for ``p.<attribute>``."""
     if isinstance(node, ast.Attribute) and node.attr == attribute:
-        return node.value.id if isinstance(node.value, ast.Name) else None
+        return getattr(node.value, "id", None)
     return None
 
 

@@ -64,7 +64,6 @@ def functions_in(file: str) -> dict[int, tuple[str, str, list[str], bool]]:
     scripted = {ast.unparse(c.args[0]) for c in calls if ast.unparse(c.func).endswith("jit.script")}
     found = {}
     for qualname, node in definitions(tree).items():
-        assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         a, marks = node.args, [ast.unparse(d) for d in node.decorator_list]
         every = (*a.posonlyargs, *a.args, a.vararg, a.kwarg, *a.kwonlyargs)
         script = qualname in scripted or any(m.endswith("script") for m in marks)
