@@ -1,7 +1,6 @@
 """``python -m <package>.audit.annotate [options] (SCRIPT | -m MODULE) [ARGS...]``, or with
 ``--write`` and no program: record the shapes the sources' functions see while the program
-runs as Python would, and write the jaxtyping annotations that all recorded runs imply, as
-``annotate.diff`` or, with ``--write``, into the sources. docs/annotate.md."""
+runs as Python would, then annotate them from all recorded runs. docs/annotate.md."""
 
 import argparse
 import difflib
@@ -17,8 +16,7 @@ from .infer import Proposal, propose
 
 @user_errors()
 def main(argv: list[str] | None = None) -> int:
-    description = "Record the tensor shapes of a program's functions while it runs, and "
-    description += "annotate them with jaxtyping (a diff, or the sources with --write)."
+    description = "Record the tensor shapes a program's functions see; annotate them (jaxtyping)."
     parser = _Parser(prog=f"python -m {__package__}", description=description, allow_abbrev=False)
     add = parser.add_argument
     add("--record", type=Path, default=Path("annotate.json"), metavar="FILE", help="the record")
@@ -69,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             diff += difflib.unified_diff(a, b, f"a/{name}", f"b/{name}")
         Path(cwd, "annotate.diff").write_text("".join(diff))
     record.save(kept, path)
-    annotated = [k for k, p in sorted(proposal.functions.items()) if p.params or p.result]
+    annotated = sorted(proposal.functions)  # those with an annotation to write
     sections = {
         f"{len(annotated)} functions annotated": [os.path.relpath(k, cwd) for k in annotated],
         "axes named from the code": proposal.named_from_code,

@@ -1,8 +1,6 @@
-"""The edit, with libcst so that all it does not touch stays byte for byte: the recorded
-functions' annotations, the real imports they need, and with ``--decorate`` one innermost
-``@jaxtyped(typechecker=beartype)`` line per annotated function. The user's annotations are
-kept, except a bare ``Tensor``; this command's (the record's ``written``) are recomputed, so
-annotating again from the same runs changes nothing."""
+"""The edit, with libcst so that all else stays byte for byte: annotations, real imports, and
+with ``--decorate`` one ``@jaxtyped(typechecker=beartype)`` per annotated function. The user's
+annotations are kept but a bare ``Tensor``; this command's (``written``) are recomputed."""
 
 import re
 from pathlib import Path

@@ -1,8 +1,7 @@
-"""Recording: per call of a function of the sources, the shape and dtype of every tensor
-it was given and returned (in tuples, lists and NamedTuples too), None where passed, whether
-it ran to its end, and its nearest recorded caller; equal calls are counted. ``sys.settrace``
-calls back on Python calls only (``sys.setprofile`` also on torch's C calls), and one cached
-lookup by file name leaves any call outside the sources untraced."""
+"""Recording: per call of a function of the sources, the shape and dtype of each tensor it
+took and returned (in tuples, lists and NamedTuples too), None where passed, whether it ran to
+its end, and its nearest recorded caller. ``sys.settrace`` calls back on Python calls only,
+and one cached lookup by file name leaves any call outside the sources untraced."""
 
 import ast
 import contextlib
@@ -22,7 +21,6 @@ from ...run.errors import UserError
 from .names import definitions
 
 FORMAT, VERSION = "annotate-record", 1
-OWN = str(Path(__file__).resolve().parents[1]) + os.sep  # the audit folder: never recorded
 _RETURNS = {dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap}
 _LAZY = 0x20 | 0x80 | 0x200  # generators and coroutines: a yield is not a return
 
@@ -32,8 +30,7 @@ def new_record() -> dict:
 
 
 def load(path: Path) -> dict:
-    """The record at ``path`` (a new one where there is none); refuses a file that is not
-    one, leaving it as it was."""
+    """The record at ``path``, or a new one; refuses a file that is not one, leaving it be."""
     if not path.exists():
         return new_record()
     try:
@@ -73,8 +70,7 @@ def functions_in(file: str) -> dict[int, tuple[str, str, list[str], bool]]:
 
 
 def describe(value: Any, depth: int = 0) -> dict:
-    """A value as the record keeps it: a tensor's sizes and dtype, None, the items of a
-    tuple, list or NamedTuple, or the name of any other type."""
+    """A value as the record keeps it; any type but a tensor, None, or a sequence: its name."""
     if isinstance(value, torch.Tensor) and not value.is_nested:
         return {"tensor": list(value.shape), "dtype": str(value.dtype)[6:]}  # after "torch."
     if value is None:
@@ -89,24 +85,20 @@ def describe(value: Any, depth: int = 0) -> dict:
 
 @contextlib.contextmanager
 def recording(sources: list[str], calls: dict[tuple[str, str], int], files: dict) -> Iterator[None]:
-    """While active, counts in ``calls`` (function and call as text) the distinct calls of
-    every function defined in a file under ``sources``, but not in installed packages or in
-    this command; ``files`` gets the recorded files' :func:`functions_in`."""
+    """Counts in ``calls`` (function key and call as text) the distinct calls of each function
+    in a file under ``sources`` but not in an installed package; ``files``: their functions."""
     roots, by_name, stack = [Path(path).resolve() for path in sources], {}, []
-
-    def functions(name: str) -> dict[int, tuple[str, str, list[str], bool]] | None:
-        file = os.path.realpath(name)  # site-packages and dist-packages: installed packages
-        ours = file.endswith(".py") and "-packages" not in file and not file.startswith(OWN)
-        if ours and any(Path(file).is_relative_to(root) for root in roots):
-            with contextlib.suppress(OSError, SyntaxError, ValueError):
-                files[file] = functions_in(file)
-        return files.get(file)
 
     def call(frame: FrameType, event: str, arg: Any) -> Any:  # only calls come here
         code = frame.f_code  # a file name is a string: its hash is kept
         lines: Any = by_name.get(code.co_filename, by_name)
         if lines is by_name:
-            lines = by_name[code.co_filename] = functions(code.co_filename)
+            file = os.path.realpath(code.co_filename)  # site- or dist-packages: installed
+            ours = file.endswith(".py") and "-packages" not in file
+            if ours and any(Path(file).is_relative_to(root) for root in roots):
+                with contextlib.suppress(OSError, SyntaxError, ValueError):
+                    files[file] = functions_in(file)
+            lines = by_name[code.co_filename] = files.get(file)
         found = lines and lines.get(code.co_firstlineno)
         if not found or found[1] != code.co_name or code.co_flags & _LAZY:
             return None  # nothing more from this call
@@ -136,8 +128,7 @@ def recording(sources: list[str], calls: dict[tuple[str, str], int], files: dict
 
 
 def merge(record: dict, calls: dict[tuple[str, str], int], files: dict) -> None:
-    """Adds one run's calls to ``record``, and marks the functions ``torch.jit.script``
-    compiles in the files it saw (never run as Python, they have no calls)."""
+    """Adds a run's calls to ``record``, with the TorchScript functions of the files it saw."""
     record["runs"] += 1
     functions, counts = record["functions"], Counter[tuple[str, str]]()
     for key, function in functions.items():

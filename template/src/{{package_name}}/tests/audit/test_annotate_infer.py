@@ -205,7 +205,8 @@ def test_a_function_that_never_returned_gets_no_result_and_torchscript_is_left_a
     proposal = propose(record, {FILE: "def f(x): ...\ndef g(x): ...\ndef h(x): ..."})
     f = proposal.functions[f"{FILE}::f"]
     assert (f.params, f.result, f.complete) == ({"x": 'Float[Tensor, "batch 3"]'}, None, False)
-    assert proposal.incomplete == ["model.py::f"] and proposal.torchscript == ["model.py::g", "model.py::h"]
+    assert proposal.incomplete == ["model.py::f"]
+    assert proposal.torchscript == ["model.py::g", "model.py::h"]
     assert f"{FILE}::g" not in proposal.functions
 
 
