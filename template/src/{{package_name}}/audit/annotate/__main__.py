@@ -30,9 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.module and not program:
         parser.error("-m needs a MODULE to run")
     path, cwd = options.record.absolute(), os.getcwd()
-    for source in options.source:
-        if not source.exists():
-            raise UserError(f"--source {source}: no such file or folder")
+    if missing := [source for source in options.source if not source.exists()]:
+        raise UserError(f"--source {missing[0]}: no such file or folder")
     if program and not options.module and not os.path.isfile(program[0]):
         raise UserError(f"no such script: {program[0]}")
     if not path.parent.is_dir():

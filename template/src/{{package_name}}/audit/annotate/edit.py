@@ -33,10 +33,7 @@ class _Annotate(cst.CSTTransformer):
     def __init__(self, file: str, proposals: dict, ours: dict, decorate: bool) -> None:
         super().__init__()
         self.file, self.proposals, self.ours, self.decorate = file, proposals, ours, decorate
-        self.found: set[str] = set()
-        self.inside: list[str] = []  # the keys of the functions the visit is in, innermost last
-        self.written: dict[str, dict[str, str]] = {}
-        self.decorated = False
+        self.found, self.inside, self.written, self.decorated = set(), [], {}, False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False  # its parameters are not the function's
@@ -44,11 +41,10 @@ class _Annotate(cst.CSTTransformer):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         (name,) = self.get_metadata(QualifiedNameProvider, node, ())
         self.found.add(name.name)
-        self.inside.append(f"{self.file}::{name.name}")
+        self.inside.append(f"{self.file}::{name.name}")  # the key, innermost last
 
     def _hint(self, old: cst.Annotation | None, name: str) -> cst.Annotation | None:
-        key = self.inside[-1]
-        proposal = self.proposals.get(key)
+        proposal = self.proposals.get(key := self.inside[-1])
         text = proposal and (proposal.result if name == "return" else proposal.params.get(name))
         now, ours = _same(old.annotation) if old else "", self.ours.get(key, {})
         if not text or (now and now != _same(ours.get(name, "\0")) and not BARE.fullmatch(now)):

@@ -134,12 +134,10 @@ class _Function:
 
     def name(self, cluster: _Cluster, name: str, origin: str = "") -> None:
         """Names ``cluster``; a name another axis of the signature has takes a suffix."""
-        used = {c.name for c in self.clusters}
-        if name in used:
-            name = f"{name}_{_base(cluster.axes[0][0])}"
+        used, (path, position) = {c.name for c in self.clusters}, cluster.axes[0]
+        name = f"{name}_{_base(path)}" if name in used else name
         while name in used:
             name += "_"
-        path, position = cluster.axes[0]
         cluster.name = name
         cluster.origin = origin and f"{_label(path)}: axis {position} '{name}' ({origin})"
 

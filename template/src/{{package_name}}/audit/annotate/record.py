@@ -31,10 +31,8 @@ def new_record() -> dict:
 
 def load(path: Path) -> dict:
     """The record at ``path``, or a new one; refuses a file that is not one, leaving it be."""
-    if not path.exists():
-        return new_record()
     try:
-        record = json.loads(path.read_bytes())
+        record = json.loads(path.read_bytes()) if path.exists() else new_record()
         ok = (record["format"], record["version"]) == (FORMAT, VERSION)
         ok = ok and isinstance(record["runs"], int) and isinstance(record["written"], dict)
         for key, f in record["functions"].items():
