@@ -16,8 +16,7 @@ from .infer import Proposal, propose
 
 @user_errors()
 def main(argv: list[str] | None = None) -> int:
-    description = "Record the tensor shapes a program's functions see; annotate them (jaxtyping)."
-    parser = _Parser(prog=f"python -m {__package__}", description=description, allow_abbrev=False)
+    parser = _Parser(prog=f"python -m {__package__}", description=__doc__, allow_abbrev=False)
     add = parser.add_argument
     add("--record", type=Path, default=Path("annotate.json"), metavar="FILE", help="the record")
     add("--source", type=Path, action="append", default=[], metavar="PATH", help="recorded")
@@ -77,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"annotate: {kept['runs']} runs recorded in {options.record}"]
     for title, items in sections.items():
         lines += [f"annotate: {title}:", *(f"  {item}" for item in items)] if items else []
-    done = "the change is in annotate.diff (--write applies it)"
-    lines.append(f"annotate: {f'{len(changes)} files edited' if options.write else done}")
+    done = f"{len(changes)} files edited" if options.write else "the change is in annotate.diff"
+    lines.append(f"annotate: {done}" + " (--write applies it)" * (not options.write))
     print("\n".join(lines), file=sys.stderr, flush=True)
     return 0
 

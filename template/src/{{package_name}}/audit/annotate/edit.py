@@ -68,9 +68,8 @@ class _Annotate(cst.CSTTransformer):
 
 
 def plan(record: dict, proposal: Proposal, decorate: bool = False) -> tuple[dict, dict]:
-    """The files that change (file -> old and new text) and the record's new ``written``.
-    Refuses a recorded file that is gone or no longer parses, and a recorded function no
-    longer found by its qualified name (with an empty ``proposal``, that is all it does)."""
+    """The changes (file -> old and new text) and the new ``written``; refuses a recorded file
+    gone or unparsable, or function no longer found (with an empty ``proposal``, all it does)."""
     changes, written, functions = {}, {}, record["functions"].values()
     for file in sorted({function["file"] for function in functions}):
         try:  # as bytes: line endings stay as they are

@@ -132,14 +132,13 @@ def merge(record: dict, calls: dict[tuple[str, str], int], files: dict) -> None:
     for key, function in functions.items():
         for call in function["calls"]:
             counts[key, json.dumps({**call, "count": 0}, sort_keys=True)] += call["count"]
+        function["calls"] = []
     counts.update(calls)
     called = {key for key, _ in counts}
     for file, found in files.items():
         for key, _, params, scripted in found.values():
             if scripted or key in called or key in functions:  # as this run saw them
-                new = {"file": file, "qualname": key.rpartition("::")[2], **functions.get(key, {})}
-                functions[key] = {**new, "params": params, "torchscript": scripted}
-    for function in functions.values():
-        function["calls"] = []
+                new = {"file": file, "qualname": key.split("::")[-1], "calls": []}
+                functions[key] = functions.get(key, new) | {"params": params, "torchscript": scripted}
     for (key, text), count in counts.items():  # in the order first seen
         functions[key]["calls"].append({**json.loads(text), "count": count})
