@@ -136,9 +136,9 @@ def merge(record: dict, calls: dict[tuple[str, str], int], files: dict) -> None:
     counts.update(calls)
     called = {key for key, _ in counts}
     for file, found in files.items():
-        for key, _, params, scripted in found.values():
-            if scripted or key in called or key in functions:  # as this run saw them
+        for key, _, params, script in found.values():
+            if script or key in called or key in functions:  # as this run saw them
                 new = {"file": file, "qualname": key.split("::")[-1], "calls": []}
-                functions[key] = functions.get(key, new) | {"params": params, "torchscript": scripted}
+                functions[key] = functions.get(key, new) | {"params": params, "torchscript": script}
     for (key, text), count in counts.items():  # in the order first seen
         functions[key]["calls"].append({**json.loads(text), "count": count})
