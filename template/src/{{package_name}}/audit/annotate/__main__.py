@@ -47,8 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         record.merge(kept, calls, files)
         if status != 0:
             record.save(kept, path)
-            kept_in = f"its calls are kept in {options.record}, no source changed"
-            print(f"annotate: the program exited with status {status}; {kept_in}", file=sys.stderr)
+            print(f"annotate: status {status}: its calls kept, no source changed", file=sys.stderr)
             return status
     files = {function["file"] for function in kept["functions"].values()}
     proposal = propose(kept, {file: Path(file).read_text() for file in files})

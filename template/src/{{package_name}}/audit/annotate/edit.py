@@ -84,10 +84,10 @@ def plan(record: dict, proposal: Proposal, decorate: bool = False) -> tuple[dict
             again = "record again into a new --record file"
             raise UserError(f"{file}: {gone} is recorded but no longer defined there ({again})")
         texts = " ".join(text for done in editor.written.values() for text in done.values())
-        names = proposal.jaxtyping_names.get(file, set())
-        used = [name for name in sorted(names) if re.search(rf"\b{name}\[", texts)]
-        needed = [ImportItem("jaxtyping", name) for name in used]
-        needed += [ImportItem("torch", "Tensor")] if re.search(r"(?<!\.)\bTensor\b", texts) else []
+        used = set(re.findall(r"(?<![.\w])(?:\w+(?=\[)|Tensor\b)", texts))
+        names = used & proposal.jaxtyping_names.get(file, set())
+        needed = [ImportItem("jaxtyping", name) for name in sorted(names)]
+        needed += [ImportItem("torch", "Tensor")] * ("Tensor" in used)
         if editor.decorated:
             needed += [ImportItem("jaxtyping", "jaxtyped"), ImportItem("beartype", "beartype")]
         new = AddImportsVisitor(CodemodContext(), needed).transform_module(module).code

@@ -1,7 +1,6 @@
-"""Recording: per call of a function of the sources, the shape and dtype of each tensor it
-took and returned (in tuples, lists and NamedTuples too), None where passed, whether it ran to
-its end, and its nearest recorded caller. ``sys.settrace`` calls back on Python calls only,
-and one cached lookup by file name leaves any call outside the sources untraced."""
+"""Recording: per call of a function of the sources, the shape and dtype of each tensor in and
+out (in tuples, lists and NamedTuples too), None, whether it ran to its end, and its nearest
+recorded caller. ``sys.settrace`` sees Python calls only; one lookup per file name skips others."""
 
 import ast
 import contextlib
@@ -31,17 +30,15 @@ def new_record() -> dict:
 
 def load(path: Path) -> dict:
     """The record at ``path``, or a new one; refuses a file that is not one, leaving it be."""
-    try:
+    with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
         record = json.loads(path.read_bytes()) if path.exists() else new_record()
         ok = (record["format"], record["version"]) == (FORMAT, VERSION)
         ok = ok and isinstance(record["runs"], int) and isinstance(record["written"], dict)
         for key, f in record["functions"].items():
             ok = ok and key == f"{f['file']}::{f['qualname']}" and isinstance(f["calls"], list)
-    except (ValueError, TypeError, KeyError, AttributeError):
-        ok = False
-    if not ok:
-        raise UserError(f"--record {path}: not an annotate record, or corrupt (left as it is)")
-    return record
+        if ok:
+            return record
+    raise UserError(f"--record {path}: not an annotate record, or corrupt (left as it is)")
 
 
 def save(record: dict, path: Path) -> None:
@@ -52,8 +49,7 @@ def save(record: dict, path: Path) -> None:
 
 
 def functions_in(file: str) -> dict[int, tuple[str, str, list[str], bool]]:
-    """A source file's functions by the line their code object starts at (the first
-    decorator's): key, name, parameters, and whether ``torch.jit.script`` compiles it."""
+    """A file's functions by the first line of their code: key, name, parameters, TorchScript."""
     tree = ast.parse(Path(file).read_bytes(), file)
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and node.args]
     scripted = {ast.unparse(c.args[0]) for c in calls if ast.unparse(c.func).endswith("jit.script")}
