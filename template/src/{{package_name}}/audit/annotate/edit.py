@@ -16,7 +16,6 @@ from .infer import Proposal
 
 DECORATOR = cst.Decorator(cst.parse_expression("jaxtyped(typechecker=beartype)"))
 BARE = re.compile(r"(None\|)?(torch\.)?Tensor(\|None)?|(typing\.)?Optional\[(torch\.)?Tensor\]")
-"""A bare tensor annotation, spaces and quotes removed: replaced, though the user wrote it."""
 
 
 def _same(node: cst.CSTNode | str) -> str:
@@ -25,8 +24,7 @@ def _same(node: cst.CSTNode | str) -> str:
 
 
 class _Annotate(cst.CSTTransformer):
-    """Annotates the functions of ``file`` that ``proposals`` (by key) name, noting the
-    qualified name of every function it meets in ``found`` and what it wrote in ``written``."""
+    """Annotates the functions ``proposals`` name; ``found``: all it met, ``written``: its text."""
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider,)
 
