@@ -81,9 +81,8 @@ class _Function:
 
     def __init__(self, entry: dict, node: ast.AST | None) -> None:
         self.entry, self.display = entry, f"{os.path.basename(entry['file'])}::{entry['qualname']}"
-        arguments = getattr(node, "args", None)
-        stars = (arguments.vararg, arguments.kwarg) if arguments else ()
-        self.variadic = {star.arg for star in stars if star}  # left alone
+        a = getattr(node, "args", None)
+        self.variadic = {s.arg for s in (a.vararg, a.kwarg) if s} if a else set()  # left alone
         self.params = [p for p in entry["params"] if p not in self.variadic]
         self.seen: Seen = defaultdict(list)
         for call, observed in enumerate(entry["calls"]):
@@ -155,7 +154,7 @@ def _base(path: Path) -> str:
     return head + "".join("_item" if part == "*" else str(part) for part in path[1:])
 
 
-def _name_from_code(function: _Function, node: ast.AST) -> None:
+def _name_from_code(function: _Function, node: ast.AST | None) -> None:
     for param, position, name, rank, how in facts(node, function.params):
         have = function.ranks.get((param,))
         if have is None or rank not in (None, have) or have > 0 and not -have <= position < have:
@@ -167,10 +166,8 @@ def _name_from_code(function: _Function, node: ast.AST) -> None:
 
 
 def _name_across(functions: dict[str, _Function]) -> None:
-    """An unnamed axis that varied takes the name of a caller's or callee's named axis whose
-    size it had in every call linking them, until no name spreads further (one that never
-    varied stays literal: stricter). Names offered by two neighbours are a choice of words;
-    two offered by one neighbour name nothing."""
+    """An unnamed axis that varied takes a caller's or callee's axis name whose sizes it had
+    in every call linking them; two names offered by one neighbour name nothing."""
     links: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for key, function in functions.items():
         for observed in function.entry["calls"]:
@@ -253,7 +250,8 @@ def _render(function: _Function, path: Path, classes: set[str]) -> str | None:
             parts.append(inner and f"list[{inner}]")
         elif kind.startswith("tuple:"):
             items = [_render(function, (*path, i), classes) for i in range(int(kind[6:]))]
-            parts.append(None if None in items else f"tuple[{', '.join(items) or '()'}]")  # type: ignore[arg-type]
+            joined = None if None in items else ", ".join(map(str, items)) or "()"
+            parts.append(joined and f"tuple[{joined}]")
         else:  # None, or not a tensor: its builtin type; ``object`` inside a container
             name = "None" if kind == "none" else kind[6:]
             parts.append(name if name in _BUILTINS else "object" if len(path) > 1 else None)
@@ -264,7 +262,7 @@ def _propose(key: str, function: _Function, proposal: Proposal) -> None:
     holds, classes = {path[0] for path in function.ranks}, set()
     params = {p: _render(function, (p,), classes) for p in function.params if p in holds}
     calls = function.entry["calls"]
-    ran = any(call.get("complete") and call.get("result") is not None for call in calls)
+    ran = any(call["complete"] for call in calls)  # and so has a result
     result = _render(function, ("return",), classes) if ran and "return" in holds else None
     stars = any("'tensor'" in repr(c["args"].get(s)) for c in calls for s in function.variadic)
     full = ran and None not in params.values() and not stars and (result or "return" not in holds)
@@ -284,20 +282,15 @@ def _propose(key: str, function: _Function, proposal: Proposal) -> None:
 
 def propose(record: dict, sources: dict[str, str]) -> Proposal:
     """The annotations ``record``'s calls support, named from ``sources`` where they can be."""
-    proposal, trees, functions = Proposal(), {}, {}
+    proposal, functions = Proposal(), {}
+    trees = {file: definitions(ast.parse(text)) for file, text in sources.items()}
     for key, entry in record["functions"].items():
-        file = entry["file"]
-        if file not in trees:
-            trees[file] = definitions(ast.parse(sources[file])) if file in sources else {}
-        node = trees[file].get(entry["qualname"])
+        node = trees.get(entry["file"], {}).get(entry["qualname"])
         function = _Function(entry, node)
         if entry.get("torchscript"):  # it never runs as Python: no calls
             proposal.torchscript.append(function.display)
-            continue
-        if not function.ranks:
-            continue  # never held a tensor
-        functions[key] = function
-        if node is not None:
+        elif function.ranks:  # it held a tensor
+            functions[key] = function
             _name_from_code(function, node)
     _name_across(functions)
     for key, function in functions.items():

@@ -1,7 +1,6 @@
 """What a function's own code says of its parameters' axes: ``B, T, C = x.size()`` (or
-``x.shape``, sliced or starred), ``batch = img.shape[0]``, ``n = x.size(-1)``, ``len(x)``,
-and an einops pattern (or torch's einsum equation) applied to a parameter. A statement
-counts up to the parameter's first reassignment: after it, the name holds another tensor.
+``x.shape``, sliced, starred), ``batch = img.shape[0]``, ``x.size(-1)``, ``len(x)``, einops
+patterns and torch's einsum, up to the parameter's first reassignment (then another tensor).
 """
 
 import ast
@@ -28,7 +27,7 @@ def definitions(tree: ast.AST, prefix: str = "") -> dict[str, Function]:
     return found
 
 
-def facts(function: ast.AST, params: list[str]) -> list[Fact]:
+def facts(function: ast.AST | None, params: list[str]) -> list[Fact]:
     """The axis names ``function``'s own statements give its parameters, in source order."""
     stored: dict[str, int] = {}
     found: list[tuple[int, Fact]] = []
