@@ -109,11 +109,9 @@ def _patterns(call: ast.Call) -> list[Fact]:
     texts = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     if func not in _PATTERNS or not texts:
         return []
-    torch_style = isinstance(call.args[0], ast.Constant)  # torch.einsum("bij,bjk->bik", x, y)
-    operands = (
-        call.args[1:] if torch_style else call.args[:-1] if func == "einsum" else call.args[:1]
-    )
-    token = r"\.\.\.|\w" if torch_style else r"\([^)]*\)|\.\.\.|\S+"
+    eq_first = isinstance(call.args[0], ast.Constant)  # torch.einsum("bij,bjk->bik", x, y)
+    operands = call.args[1:] if eq_first else call.args[:-1] if func == "einsum" else call.args[:1]
+    token = r"\.\.\.|\w" if eq_first else r"\([^)]*\)|\.\.\.|\S+"
     found: list[Fact] = []
     for operand, side in zip(operands, texts[0].split("->")[0].split(","), strict=False):
         tokens = re.findall(token, side)
