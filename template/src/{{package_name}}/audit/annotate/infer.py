@@ -276,8 +276,7 @@ def _propose(key: str, function: _Function, proposal: Proposal) -> None:
     proposal.named_from_code += [f"{display} {c.origin}" for c in function.clusters if c.origin]
     fixed = [c for c in function.clusters if c.name is None and c.sizes is not None]
     literal = [f"{_label(p)} axis {i} = {next(iter(c.seen))}" for c in fixed for p, i in c.axes]
-    if literal:
-        proposal.literal_axes.append(f"{function.display}: {', '.join(literal)} (never varied)")
+    proposal.literal_axes += [f"{display}: {', '.join(literal)} (never varied)"] * bool(literal)
 
 
 def propose(record: dict, sources: dict[str, str]) -> Proposal:

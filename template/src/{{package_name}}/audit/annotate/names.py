@@ -29,8 +29,7 @@ def definitions(tree: ast.AST, prefix: str = "") -> dict[str, Function]:
 
 def facts(function: ast.AST | None, params: list[str]) -> list[Fact]:
     """The axis names ``function``'s own statements give its parameters, in source order."""
-    stored: dict[str, int] = {}
-    found: list[tuple[int, Fact]] = []
+    stored, found = {}, []  # first store of each name; (line, fact)
     for node in _own_nodes(getattr(function, "body", [])):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stored[node.id] = min(stored.get(node.id, node.lineno), node.lineno)
