@@ -16,6 +16,7 @@ from conftest import PRESETS, commit_all, git, preset_answers, render
 
 PACKAGE = "src/my_project"
 TESTS = f"{PACKAGE}/tests"
+ANNOTATE = ("__init__", "__main__", "edit", "infer", "names", "record")
 
 # Every preset: the typed core (shapes, losses, metrics, nets, guards), its tests and tools.
 CORE = [
@@ -172,17 +173,22 @@ FEATURES: dict[str, tuple[list[str], dict[str, list[str]]]] = {
     "include_audit": (
         [
             "docs/audit.md",
+            "docs/annotate.md",
             f"{PACKAGE}/pytest_plugin.py",
             f"{PACKAGE}/audit/__init__.py",
             f"{PACKAGE}/audit/__main__.py",
             f"{PACKAGE}/audit/annotations.py",
             f"{PACKAGE}/audit/command.py",
             f"{PACKAGE}/audit/findings.py",
+            *(f"{PACKAGE}/audit/annotate/{name}.py" for name in ANNOTATE),
             f"{TESTS}/audit/__init__.py",
             f"{TESTS}/audit/scripts.py",
             f"{TESTS}/audit/test_audit.py",
             f"{TESTS}/audit/test_audit_command_line.py",
             f"{TESTS}/audit/test_pytest_plugin.py",
+            f"{TESTS}/audit/test_annotate.py",
+            f"{TESTS}/audit/test_annotate_infer.py",
+            *(f"{TESTS}/audit/untyped_{name}.py" for name in ("driver", "model", "rl")),
         ],
         {"ppo": [f"{TESTS}/audit/test_ppo_audit.py"]},
     ),

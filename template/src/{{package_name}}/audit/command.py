@@ -12,6 +12,7 @@ import runpy
 import signal
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import NoReturn
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     program = options.program[1:] if options.program[0] == "--" else options.program
     if not program:
         parser.error("give a SCRIPT or -m MODULE to run")
-    target, script = program[0], os.path.abspath(program[0])
+    target = program[0]
     if not options.module and not os.path.exists(target):
         parser.error(f"no such script: {target}")
     if options.report is not None:  # where the audit started, wherever the program goes
@@ -73,19 +74,13 @@ def main(argv: list[str] | None = None) -> int:
 
     findings, stopped = Findings(), False
     status: int | None = 0
-    saved_argv, saved_path = sys.argv, sys.path[:]
-    sys.argv = [target if options.module else script, *program[1:]]
-    if options.module:
-        sys.path[0] = os.getcwd()  # as python -m does
-    else:
-        sys.path[0] = script if os.path.isdir(script) else os.path.dirname(script)
 
     def on_stretch(stretch: Stretch) -> None:
         findings.add_stretch(stretch)
         if options.stop_on_first:
             raise BroadcastError(stretch.message())
 
-    try:
+    with as_python_would(program, options.module):
         for package in options.typecheck:
             if importlib.util.find_spec(top := package.partition(".")[0]) is None:
                 parser.error(f"--typecheck: no package named {top!r}")
@@ -104,29 +99,12 @@ def main(argv: list[str] | None = None) -> int:
                 undo.callback(signal.signal, signal.SIGALRM, signal.signal(signal.SIGALRM, _stop))
                 undo.callback(signal.setitimer, signal.ITIMER_REAL, 0)
                 signal.setitimer(signal.ITIMER_REAL, options.max_seconds)
-            try:  # the program's end is handled with the guard off
-                with BroadcastGuard(on_stretch=on_stretch):
-                    if not options.module:
-                        runpy.run_path(script, run_name="__main__")
-                    elif _module_exists(target):  # imports its parents, as python -m does
-                        runpy.run_module(target, run_name="__main__", alter_sys=True)
-                    else:
-                        status = None  # a usage error, said once the guard is off
-            except SystemExit as exit:  # what Python's own exit makes of sys.exit(code)
-                code = 0 if exit.code is None else exit.code
-                if not isinstance(code, int):
-                    print(code, file=sys.stderr)
-                status = code if isinstance(code, int) else 1
+            try:
+                status = run_program(program, options.module, BroadcastGuard(on_stretch=on_stretch))
             except _OutOfTime:
                 stopped = True
-            except BaseException as error:  # the program failed: show it as Python would
-                sys.stdout.flush()
-                traceback.print_exception(type(error), error, _program_frames(error.__traceback__))
-                status = 1
         if status is None:
             parser.error(f"no module named {target!r}")
-    finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
 
     if options.report is not None:
         findings.write(options.report)
@@ -139,6 +117,51 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"audit: report written to {options.report}")
     print("\n".join(lines), file=sys.stderr, flush=True)
     return 1 if count else status
+
+
+@contextlib.contextmanager
+def as_python_would(program: list[str], module: bool) -> Iterator[None]:
+    """``sys.argv`` and ``sys.path[0]`` as ``python SCRIPT`` or ``python -m MODULE`` sets
+    them, for :func:`run_program`; restored afterwards."""
+    script = os.path.abspath(program[0])
+    saved_argv, saved_path = sys.argv, sys.path[:]
+    sys.argv = [program[0] if module else script, *program[1:]]
+    if module:
+        sys.path[0] = os.getcwd()  # as python -m does
+    else:
+        sys.path[0] = script if os.path.isdir(script) else os.path.dirname(script)
+    try:
+        yield
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def run_program(
+    program: list[str], module: bool, around: contextlib.AbstractContextManager
+) -> int | None:
+    """Runs ``program`` inside ``around`` (the guard, or the annotate recorder) and returns
+    its exit status as Python would give it, after its traceback if it failed; None when
+    ``-m`` names no module. Its end is handled with ``around`` left."""
+    try:
+        with around:
+            if not module:
+                runpy.run_path(os.path.abspath(program[0]), run_name="__main__")
+            elif _module_exists(program[0]):  # imports its parents, as python -m does
+                runpy.run_module(program[0], run_name="__main__", alter_sys=True)
+            else:
+                return None
+    except SystemExit as exit:  # what Python's own exit makes of sys.exit(code)
+        code = 0 if exit.code is None else exit.code
+        if not isinstance(code, int):
+            print(code, file=sys.stderr)
+        return code if isinstance(code, int) else 1
+    except _OutOfTime:
+        raise
+    except BaseException as error:  # the program failed: show it as Python would
+        sys.stdout.flush()
+        traceback.print_exception(type(error), error, _program_frames(error.__traceback__))
+        return 1
+    return 0
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:

@@ -1,0 +1,298 @@
+"""From a record of calls and the sources, the jaxtyping annotation of every function that
+held tensors: it passes on sizes never recorded and refuses what no run showed. Axes share a
+name only if their sizes agreed in every call (``(N, 1)`` against ``(N,)`` stays apart); an
+axis that varied is named: from the code (names.py), from a caller's or callee's axis it
+tracked, then ``batch``, then ``<param>_axis<i>``; one that never varied is its size.
+"""
+
+import ast
+import functools
+import keyword
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .names import definitions, facts
+
+Path = tuple  # where a value sits: ("x",); ("return", 1) a tuple's item; ("h", "*") a list's
+Axis = tuple[Path, int]  # a negative position counts from the end, where the rank varied
+Seen = dict[Path, list[tuple[str, int, tuple[int, ...], str]]]  # (kind, call, shape, dtype)
+
+
+@dataclass
+class FunctionProposal:
+    params: dict[str, str]
+    result: str | None
+    complete: bool
+
+
+@dataclass
+class Proposal:
+    functions: dict[str, FunctionProposal] = field(default_factory=dict)
+    jaxtyping_names: dict[str, set[str]] = field(default_factory=dict)
+    named_from_code: list[str] = field(default_factory=list)
+    literal_axes: list[str] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)
+    torchscript: list[str] = field(default_factory=list)
+
+
+_PLACEHOLDER = re.compile(r"([a-z]|dim|axis)\d+", re.IGNORECASE)
+_BUILTINS = {"int", "float", "bool", "str", "bytes", "complex", "dict", "None"}
+_ORDER = {"tensor": 0, "tuple": 1, "list": 2, "other": 3, "none": 4}
+
+
+def _kind(dtype: str) -> str:
+    """jaxtyping's dtype class, never a precision (``Int`` is signed only: uint8 is ``UInt``)."""
+    for prefix, kind in ("bool", "Bool"), ("uint", "UInt"), ("int", "Int"), ("complex", "Complex"):
+        if dtype.startswith(prefix):
+            return kind
+    return "Float" if dtype.startswith(("float", "bfloat")) else "Shaped"
+
+
+def _walk(value: dict | None, path: Path, call: int, seen: Seen) -> None:
+    """Adds a recorded value to ``seen``; a NamedTuple is checked as the tuple it is."""
+    if value is None:  # the result of a call that raised
+        return
+    if "tensor" in value:
+        seen[path].append(("tensor", call, tuple(value["tensor"]), _kind(value["dtype"])))
+        return
+    items = value.get("list", value.get("tuple", value.get("items")))
+    kind = "list" if "list" in value else f"tuple:{len(items)}" if items is not None else ""
+    kind = kind or ("none" if "none" in value else f"other:{value.get('other')}")
+    seen[path].append((kind, call, (), ""))
+    for index, item in enumerate(items or ()):
+        _walk(item, (*path, "*" if "list" in value else index), call, seen)
+
+
+@dataclass(eq=False)
+class _Cluster:
+    """Axes whose sizes agreed in every call where they were seen together."""
+
+    axes: list[Axis]
+    sizes: dict[int, int] | None  # per call; None where list items differed within a call
+    seen: set[int]
+    name: str | None = None
+    origin: str = ""  # where the name comes from, for the summary
+
+
+class _Function:
+    """One recorded function: what was seen at each path, and its axes in clusters."""
+
+    def __init__(self, entry: dict, node: ast.AST | None) -> None:
+        self.entry, self.display = entry, f"{os.path.basename(entry['file'])}::{entry['qualname']}"
+        a = getattr(node, "args", None)
+        self.variadic = {s.arg for s in (a.vararg, a.kwarg) if s} if a else set()  # left alone
+        self.params = [p for p in entry["params"] if p not in self.variadic]
+        self.seen: Seen = defaultdict(list)
+        for call, observed in enumerate(entry["calls"]):
+            self.add(observed["args"], observed.get("result"), call, self.seen)
+        self.ranks: dict[Path, int] = {}  # ~ the common trailing axes where the rank varied
+        for path in sorted(self.seen, key=self._order):
+            ranks = {len(shape) for kind, _, shape, _ in self.seen[path] if kind == "tensor"}
+            if ranks:
+                self.ranks[path] = ranks.pop() if len(ranks) == 1 else ~min(ranks)
+        self.clusters: list[_Cluster] = []
+        for axis, by_call in self.axes(self.seen).items():
+            self._place(axis, by_call)
+        self.cluster_of = {axis: c for c in self.clusters for axis in c.axes}
+
+    def add(self, args: dict, result: dict | None, call: int, seen: Seen) -> None:
+        for param in self.params:
+            _walk(args.get(param), (param,), call, seen)
+        _walk(result, ("return",), call, seen)
+
+    def _order(self, path: Path) -> tuple:
+        first = self.params.index(path[0]) if path[0] in self.params else len(self.params)
+        return first, tuple(map(str, path))
+
+    def axes(self, seen: Seen) -> dict[Axis, dict[int, set[int]]]:
+        """Each axis's sizes, call by call."""
+        found: dict[Axis, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+        for path, rank in self.ranks.items():
+            for kind, call, shape, _ in seen.get(path, ()):
+                fits = kind == "tensor" and (len(shape) == rank or ~len(shape) <= rank < 0)
+                for position in _positions(rank) if fits else ():
+                    found[path, position][call].add(shape[position])
+        return found
+
+    def _place(self, axis: Axis, by_call: dict[int, set[int]]) -> None:
+        seen = set().union(*by_call.values())
+        if any(len(sizes) > 1 for sizes in by_call.values()):
+            self.clusters.append(_Cluster([axis], None, seen))
+            return
+        sizes = {call: next(iter(s)) for call, s in by_call.items()}
+        for cluster in self.clusters:
+            common = sizes.keys() & (cluster.sizes or {}).keys()
+            if cluster.sizes and common and all(sizes[c] == cluster.sizes[c] for c in common):
+                cluster.axes.append(axis)
+                cluster.sizes.update(sizes)
+                cluster.seen |= seen
+                return
+        self.clusters.append(_Cluster([axis], sizes, seen))
+
+    def name(self, cluster: _Cluster, name: str, origin: str = "") -> None:
+        """Names ``cluster``; a name another axis of the signature has takes a suffix."""
+        used, (path, position) = {c.name for c in self.clusters}, cluster.axes[0]
+        name = f"{name}_{_base(path)}" if name in used else name
+        while name in used:
+            name += "_"
+        cluster.name = name
+        cluster.origin = origin and f"{_label(path)}: axis {position} '{name}' ({origin})"
+
+
+def _positions(rank: int) -> range:
+    return range(rank) if rank >= 0 else range(rank + 1, 0)
+
+
+def _label(path: Path) -> str:
+    return str(path[0]) + "".join(f"[{part}]" for part in path[1:])
+
+
+def _base(path: Path) -> str:
+    head = "result" if path[0] == "return" else str(path[0]).lstrip("_") or "arg"
+    return head + "".join("_item" if part == "*" else str(part) for part in path[1:])
+
+
+def _name_from_code(function: _Function, node: ast.AST | None) -> None:
+    for param, position, name, rank, how in facts(node, function.params):
+        have = function.ranks.get((param,))
+        if have is None or rank not in (None, have) or have > 0 and not -have <= position < have:
+            continue
+        cluster = function.cluster_of.get(((param,), position % have if have > 0 else position))
+        valid = name.isidentifier() and not keyword.iskeyword(name) and name[0] != "_"
+        if cluster and cluster.name is None and valid and not _PLACEHOLDER.fullmatch(name):
+            function.name(cluster, name, how)
+
+
+def _name_across(functions: dict[str, _Function]) -> None:
+    """An unnamed axis that varied takes a caller's or callee's axis name whose sizes it had
+    in every call linking them; two names offered by one neighbour name nothing."""
+    links: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for key, function in functions.items():
+        for observed in function.entry["calls"]:
+            caller = observed.get("caller") or {}
+            other = functions.get(caller.get("function", ""))
+            if other is None or other is function:
+                continue
+            mine, theirs = defaultdict(list), defaultdict(list)
+            function.add(observed["args"], observed.get("result"), 0, mine)
+            other.add(caller["args"], None, 0, theirs)
+            sides = ((function, mine), (other, theirs))
+            pair = [{a: s[0] for a, s in f.axes(v).items()} for f, v in sides]
+            links[key][caller["function"]].append(pair)
+            links[caller["function"]][key].append(pair[::-1])
+
+    @functools.cache  # clusters never change members: only their names spread
+    def tracks(mine: _Cluster, theirs: _Cluster, key: str, other: str) -> bool:
+        matched: set[int] = set()
+        for my_sizes, their_sizes in links[key][other]:
+            a = set().union(*(my_sizes.get(axis, ()) for axis in mine.axes))
+            b = set().union(*(their_sizes.get(axis, ()) for axis in theirs.axes))
+            if a and b and (len(a) > 1 or a != b):
+                return False
+            matched |= a & b
+        return bool(matched - {1})
+
+    changed = True
+    while changed:
+        changed = False
+        for key, function in functions.items():
+            for cluster in [c for c in function.clusters if c.name is None and len(c.seen) > 1]:
+                offered, taken = {}, {c.name for c in function.clusters}
+                for other in links[key]:
+                    clusters = functions[other].clusters
+                    names = {c.name for c in clusters if c.name and tracks(cluster, c, key, other)}
+                    if len(names) == 1 and (name := names.pop()) not in taken:
+                        offered.setdefault(name, functions[other].display)
+                if offered:
+                    name = min(offered)
+                    function.name(cluster, name, f"as in {offered[name]}")
+                    changed = True
+
+
+def _name_the_rest(function: _Function) -> None:
+    """``batch`` for a varied leading axis every tensor argument shares (every tensor result,
+    where no argument held one); then ``<param>_axis<i>`` for any other axis that varied."""
+    ranks = function.ranks
+    tensors = [(p,) for p in function.params if ranks.get((p,))]
+    tensors = tensors or [path for path in ranks if path[0] == "return" and ranks[path]]
+    firsts = [function.cluster_of.get((path, 0)) for path in tensors]
+    head = firsts[0] if firsts and all(c is firsts[0] for c in firsts) else None
+    if head and head.name is None and len(head.seen) > 1:
+        function.name(head, "batch")
+    for cluster in function.clusters:
+        if cluster.name is None and len(cluster.seen) > 1 and cluster.sizes is not None:
+            path, position = cluster.axes[0]
+            axis = f"axis{position}" if position >= 0 else f"axis_neg{-position}"
+            function.name(cluster, f"{_base(path)}_{axis}")
+
+
+def _render(function: _Function, path: Path, classes: set[str]) -> str | None:
+    """The annotation of what was seen at ``path``, or None where none would be sound."""
+    parts: list[str | None] = []
+    kinds = {kind for kind, *_ in function.seen.get(path, ())}
+    for kind in sorted(kinds, key=lambda k: _ORDER[k.split(":")[0]]):
+        if kind == "tensor":
+            dtypes = {dtype for k, _, _, dtype in function.seen[path] if k == "tensor"}
+            dtype = dtypes.pop() if len(dtypes) == 1 else "Shaped"  # mixed dtypes
+            rank = function.ranks[path]
+            clusters = [function.cluster_of[(path, position)] for position in _positions(rank)]
+            dims = [c.name or str(next(iter(c.seen))) for c in clusters]
+            if any(c.sizes is None for c in clusters):
+                dims = ["..."]  # beartype checks one list item picked at random, at the
+                # arguments and again at the result: sizes that differ between items bind no name
+            text = " ".join(["..."] * (rank < 0 and dims != ["..."]) + dims)
+            parts.append(f'{dtype}[Tensor, "{" " + text if text and " " not in text else text}"]')
+            classes.add(dtype)
+        elif kind == "list":
+            inner = _render(function, (*path, "*"), classes)
+            parts.append(inner and f"list[{inner}]")
+        elif kind.startswith("tuple:"):
+            items = [_render(function, (*path, i), classes) for i in range(int(kind[6:]))]
+            joined = None if None in items else ", ".join(map(str, items)) or "()"
+            parts.append(joined and f"tuple[{joined}]")
+        else:  # None, or not a tensor: its builtin type; ``object`` inside a container
+            name = "None" if kind == "none" else kind[6:]
+            parts.append(name if name in _BUILTINS else "object" if len(path) > 1 else None)
+    return None if not parts or None in parts else " | ".join(parts)  # type: ignore[arg-type]
+
+
+def _propose(key: str, function: _Function, proposal: Proposal) -> None:
+    holds, classes = {path[0] for path in function.ranks}, set()
+    params = {p: _render(function, (p,), classes) for p in function.params if p in holds}
+    calls = function.entry["calls"]
+    ran = any(call["complete"] for call in calls)  # and so has a result
+    result = _render(function, ("return",), classes) if ran and "return" in holds else None
+    stars = any("'tensor'" in repr(c["args"].get(s)) for c in calls for s in function.variadic)
+    full = ran and None not in params.values() and not stars and (result or "return" not in holds)
+    params = {p: text for p, text in params.items() if text}
+    if not ran:
+        proposal.incomplete.append(function.display)
+    if params or result:
+        proposal.functions[key] = FunctionProposal(params, result, bool(full))
+        proposal.jaxtyping_names.setdefault(function.entry["file"], set()).update(classes)
+    display = function.display
+    proposal.named_from_code += [f"{display} {c.origin}" for c in function.clusters if c.origin]
+    fixed = [c for c in function.clusters if c.name is None and c.sizes is not None]
+    literal = [f"{_label(p)} axis {i} = {next(iter(c.seen))}" for c in fixed for p, i in c.axes]
+    proposal.literal_axes += [f"{display}: {', '.join(literal)} (never varied)"] * bool(literal)
+
+
+def propose(record: dict, sources: dict[str, str]) -> Proposal:
+    """The annotations ``record``'s calls support, named from ``sources`` where they can be."""
+    proposal, functions = Proposal(), {}
+    trees = {file: definitions(ast.parse(text)) for file, text in sources.items()}
+    for key, entry in record["functions"].items():
+        node = trees.get(entry["file"], {}).get(entry["qualname"])
+        function = _Function(entry, node)
+        if entry.get("torchscript"):  # it never runs as Python: no calls
+            proposal.torchscript.append(function.display)
+        elif function.ranks:  # it held a tensor
+            functions[key] = function
+            _name_from_code(function, node)
+    _name_across(functions)
+    for key, function in functions.items():
+        _name_the_rest(function)
+        _propose(key, function, proposal)
+    return proposal
