@@ -47,15 +47,15 @@ def _collector(num_envs: int, num_steps: int, max_episode_steps: int | None = No
 def test_optional_details_run_and_stop_early_past_target_kl(tmp_path: Path) -> None:
     details = ["--model.value_clip_coef=0.2", "--model.anneal_clip=true", "--model.target_kl=1e-9"]
     details += ["--model.entropy_coef=0.01", "--model.solved_return=15"]
-    summary = _fit(tmp_path, "--model.total_env_steps=1024", *details)  # evaluated at the end
+    summary = _fit(tmp_path, "--model.total_env_steps=2048", *details)  # evaluated at the end
     # The KL is measured in each minibatch's forward pass, before its step, as in CleanRL:
     # the first epoch sees the unchanged policy (KL 0), the second a moved one. With a
-    # target of ~0 each of the 2 rollouts stops after 2 of its 10 epochs.
+    # target of ~0 each of the 2 rollouts (16 envs x 64 steps) stops after 2 of its epochs.
     assert summary["global_step"] == 2 * 2
     # An untrained CartPole policy's episodes last about 20 steps: a mean of 15 is reached
     # within the first rollouts, 475 never.
     assert summary["solved_return"] == 15
-    assert 0 < summary["steps_to_solved"] <= 1024 and summary["seconds_to_solved"] > 0
+    assert 0 < summary["steps_to_solved"] <= 2048 and summary["seconds_to_solved"] > 0
 
 
 @pytest.mark.cli
@@ -149,14 +149,14 @@ def test_seed_rl_bug_unchecked_is_still_caught_by_the_broadcast_guard(
     """With annotations off, the example's BroadcastGuardCallback still stops the run in
     its first rollout: the (N, 1) advantages times (N,) ratios stretch both operands."""
     monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
-    with checks_disabled(), pytest.raises(BroadcastError, match=r"\(512, 1\) and \(512,\)"):
+    with checks_disabled(), pytest.raises(BroadcastError, match=r"\((\d+), 1\) and \(\1,\)"):
         _fit(tmp_path, "--model.total_env_steps=1024")
 
 
 @pytest.mark.cli
 @pytest.mark.no_broadcast_guard
 def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> None:
-    # Four rollouts are enough: with (N, 1) advantages every action gets the same credit
+    # Two rollouts are enough: with (N, 1) advantages every action gets the same credit
     # (the loss's gradient for each log-prob is -mean(A)/N), so the buggy run's return stays
     # at its initial policy's while the correct one's climbs.
     budget = ["--model.total_env_steps=2048", "--model.eval_every_env_steps=0"]
