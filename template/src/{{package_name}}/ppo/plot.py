@@ -41,7 +41,7 @@ def plot_learning_curve(log_dir: Path, window: int = 20) -> Path:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(f"usage: python -m {__package__}.plot RUN_LOG_DIR")
     with user_errors():
+        if len(sys.argv) != 2:
+            raise UserError(f"usage: python -m {__package__}.plot RUN_LOG_DIR")
         print(plot_learning_curve(Path(sys.argv[1])))

@@ -22,8 +22,7 @@ class RegressionCLI(DataExampleCLI):
 
 
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> RegressionCLI:
-    """Parse ``args`` (default: the command line) and run the chosen subcommand, with
-    ``callbacks`` added to the trainer's (a sweep's trial adds its reporter)."""
+    """Run the subcommand in ``args`` (default: the command line) with extra ``callbacks``."""
     metrics, added = ("val_r2", "val_mae", "val_loss"), [PredictionWriter(), *callbacks]
     return RegressionCLI.launch(RegressionModule, RegressionData, metrics, added, args, __package__)
 

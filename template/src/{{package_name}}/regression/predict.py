@@ -93,12 +93,10 @@ class PredictionWriter(Callback):
     def on_predict_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.is_global_zero:
             return
+        unseen = "a category level the training split did not have; it is encoded as all zeros"
         for count, what in (
             (self.incomplete, "a missing feature cell; their prediction is empty"),
-            (
-                self.unseen,
-                "a category level the training split did not have; it is encoded as all zeros",
-            ),
+            (self.unseen, unseen),
         ):
             if count:
                 print(f"warning: {count} of {self.rows} rows have {what}", file=sys.stderr)

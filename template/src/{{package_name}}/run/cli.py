@@ -256,17 +256,16 @@ def processes_released() -> Iterator[None]:
 _TIP_SOURCES = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
 
 
-def _not_a_tip(record: logging.LogRecord) -> bool:
-    """Lightning advertises its cloud packages at INFO on every fit."""
-    return not str(record.msg).startswith("💡 Tip: For seamless cloud")
-
-
 @contextmanager
 def quiet_third_parties(*notices: str) -> Iterator[None]:
     """While it is open, hide the two notices below, ``notices`` (a command's own message
     patterns) and Lightning's cloud tips, by the start of the message on the loggers that
     emit them. Nothing else; on exit every filter is undone."""
     sources = [logging.getLogger(name) for name in _TIP_SOURCES]
+
+    def not_a_tip(record: logging.LogRecord) -> bool:  # Lightning's, at INFO on every fit
+        return not str(record.msg).startswith("💡 Tip: For seamless cloud")
+
     with warnings.catch_warnings():
         # Asks for TensorBoard, for Lightning's default logger: it is a dependency here.
         warnings.filterwarnings("ignore", "Starting from v1.9.0, `tensorboardX`", UserWarning)
@@ -275,9 +274,9 @@ def quiet_third_parties(*notices: str) -> Iterator[None]:
         for message in notices:
             warnings.filterwarnings("ignore", message=message)
         for source in sources:
-            source.addFilter(_not_a_tip)
+            source.addFilter(not_a_tip)
         try:
             yield
         finally:
             for source in sources:
-                source.removeFilter(_not_a_tip)
+                source.removeFilter(not_a_tip)

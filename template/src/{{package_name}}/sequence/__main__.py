@@ -60,16 +60,9 @@ class SequenceCLI(DataExampleCLI):
 
 
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> SequenceCLI:
-    """Parse ``args`` (default: the command line) and run the chosen subcommand, with
-    ``callbacks`` added to the trainer's (a sweep's trial adds its reporter)."""
-    return SequenceCLI.launch(
-        SequenceClassifier,
-        SequenceData,
-        ("val_accuracy", "val_loss"),
-        [PredictionWriter(), *callbacks],
-        args,
-        __package__,
-    )
+    """Run the subcommand in ``args`` (default: the command line) with extra ``callbacks``."""
+    metrics, added = ("val_accuracy", "val_loss"), [PredictionWriter(), *callbacks]
+    return SequenceCLI.launch(SequenceClassifier, SequenceData, metrics, added, args, __package__)
 
 
 if __name__ == "__main__":
