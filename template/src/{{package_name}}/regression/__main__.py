@@ -1,8 +1,5 @@
-"""Command line: ``python -m <package>.regression fit --config configs/regression.yaml``.
-
-``fit`` hands the model what the data says (its width, statistics, columns and category
-levels); ``predict --ckpt_path FILE --data.predict_csv FILE`` builds it from the checkpoint
-alone (``run.cli.DataExampleCLI``).
+"""Command line: ``python -m <package>.regression fit --config configs/regression.yaml``;
+``fit`` and ``predict`` as ``run.cli.DataExampleCLI`` says.
 """
 
 from collections.abc import Sequence

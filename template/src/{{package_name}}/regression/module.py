@@ -2,9 +2,7 @@
 
 It standardises raw encoded features with the training split's statistics, kept as
 hyperparameters with the column order and category levels, and ``forward`` answers in the
-target's units: a checkpoint alone predicts real values from raw rows. Validation metrics
-are computed once per epoch over the whole split, gathered from every process under DDP,
-so they are those of a single process on the same weights.
+target's units: a checkpoint alone predicts real values from raw rows.
 """
 
 import lightning as L

@@ -159,23 +159,31 @@ class ExampleCLI(LightningCLI):
         **trainer_defaults: Any,
     ) -> C:
         """Run the subcommand in ``args`` (default: the command line) as ``python -m
-        <package>``, with a run summary of ``metrics``, ``callbacks`` and the guards."""
+        <package>``, with a run summary of ``metrics``, ``callbacks`` and the guards, and
+        destroy the process group that a DDP run leaves behind."""
         guards = [BroadcastGuardCallback(cls.guarded_steps), NonFiniteLocator()]
         trainer_defaults["callbacks"] = [RunSummary(metrics=metrics), *callbacks, *guards]
-        with processes_released(), user_errors(), quiet_third_parties(*cls.notices):
-            return cls(
-                model_class,
-                data_class,
-                seed_everything_default=0,
-                trainer_defaults=trainer_defaults,
-                save_config_kwargs={"overwrite": True},
-                # The usage and tip lines name the command as typed, not __main__.py.
-                parser_kwargs={
-                    "prog": f"python -m {package}",
-                    "predict": {"links_from_data": False},
-                },
-                args=args,
-            )
+        with user_errors(), quiet_third_parties(*cls.notices):
+            try:
+                return cls(
+                    model_class,
+                    data_class,
+                    seed_everything_default=0,
+                    trainer_defaults=trainer_defaults,
+                    save_config_kwargs={"overwrite": True},
+                    # The usage and tip lines name the command as typed, not __main__.py.
+                    parser_kwargs={
+                        "prog": f"python -m {package}",
+                        "predict": {"links_from_data": False},
+                    },
+                    args=args,
+                )
+            finally:
+                # A process that exits with a DDP run's gloo group still alive can abort in
+                # C++ ("terminate called without an active exception") after the run itself
+                # succeeded, and exit non-zero.
+                if torch.distributed.is_available() and torch.distributed.is_initialized():
+                    torch.distributed.destroy_process_group()
 
 
 class DataExampleCLI(ExampleCLI):
@@ -239,18 +247,6 @@ def checkpoint_dir(default_root_dir: str | Path | None) -> str:
     """Where every run under ``default_root_dir`` keeps its checkpoints: one folder, not
     each run's ``version_N``, so a rerun after a crash finds ``last.ckpt``."""
     return str(Path(default_root_dir or Path.cwd()) / "checkpoints")
-
-
-@contextmanager
-def processes_released() -> Iterator[None]:
-    """Destroy the process group that a DDP run leaves behind. A process that exits with a
-    gloo group still alive can abort in C++ ("terminate called without an active
-    exception") after the run itself succeeded, and exit non-zero."""
-    try:
-        yield
-    finally:
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
 
 
 _TIP_SOURCES = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")

@@ -1,8 +1,6 @@
-"""Command line: ``python -m <package>.sequence fit --config configs/sequence.yaml``.
-
-``fit`` hands the model what the data says; ``predict --ckpt_path FILE --data.predict_csv
-FILE`` builds it from the checkpoint alone (``run.cli.DataExampleCLI``) and writes
-``predictions.csv`` (``docs/sequence.md``) in the run's log folder, on one device.
+"""Command line: ``python -m <package>.sequence fit --config configs/sequence.yaml``;
+``fit`` and ``predict`` as ``run.cli.DataExampleCLI`` says. ``predict`` runs on one device
+and writes ``predictions.csv`` (``docs/sequence.md``) in the run's log folder.
 """
 
 from collections.abc import Sequence
