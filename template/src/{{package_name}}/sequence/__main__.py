@@ -4,9 +4,7 @@ and writes ``predictions.csv`` (``docs/sequence.md``) in the run's log folder.
 """
 
 from collections.abc import Sequence
-from typing import Any
 
-import lightning as L
 import pandas as pd
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter, Callback
@@ -21,16 +19,7 @@ from .module import SequenceClassifier
 class PredictionWriter(BasePredictionWriter):
     """Write ``predictions.csv``, one row per sequence of the predict table, and print its path."""
 
-    def __init__(self) -> None:
-        super().__init__(write_interval="epoch")
-
-    def write_on_epoch_end(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        predictions: Sequence[Any],
-        batch_indices: Sequence[Any],
-    ) -> None:
+    def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices) -> None:
         data = getattr(trainer, "datamodule", None)
         if not (trainer.is_global_zero and isinstance(data, SequenceData) and predictions):
             return
@@ -59,7 +48,7 @@ class SequenceCLI(DataExampleCLI):
 
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> SequenceCLI:
     """Run the subcommand in ``args`` (default: the command line) with extra ``callbacks``."""
-    metrics, added = ("val_accuracy", "val_loss"), [PredictionWriter(), *callbacks]
+    metrics, added = ("val_accuracy", "val_loss"), [PredictionWriter("epoch"), *callbacks]
     return SequenceCLI.launch(SequenceClassifier, SequenceData, metrics, added, args, __package__)
 
 
