@@ -40,7 +40,7 @@ def sinusoids(steps: int, width: int) -> Float[Tensor, "time feature"]:
 class EncoderBlock(nn.Module):
     """Pre-norm Transformer block: self-attention, then a position-wise MLP, each residual."""
 
-    def __init__(self, width: int, heads: int, dropout: float) -> None:
+    def __init__(self, width: int, heads: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.attention_norm, self.mlp_norm = nn.LayerNorm(width), nn.LayerNorm(width)
         self.attention = SelfAttention(width, heads, dropout=dropout)
@@ -66,7 +66,7 @@ class SequenceEncoder(nn.Module):
         width: int,
         heads: int,
         layers: int,
-        dropout: float,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
         self.embed = nn.Linear(num_features, width)
