@@ -11,15 +11,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from ..run.errors import UserError
-from ..run.tables import first_text_cell, numeric, reading, text_column
-
-Missing = Literal["error", "drop"]
+from ..run.tables import Missing, first_text_cell, numeric, reading, text_column
 
 
 @dataclass(frozen=True)
@@ -98,8 +95,7 @@ def read_header(path: Path, options: TableOptions, option: str) -> list[str]:
             path, sep=options.sep, header=None, nrows=1, dtype="string", encoding="utf-8-sig"
         )
     header = [str(name).strip() for name in first.iloc[0].tolist()]
-    if len(set(header)) != len(header):
-        duplicated = sorted({name for name in header if header.count(name) > 1})
+    if duplicated := sorted({name for name in header if header.count(name) > 1}):
         raise UserError(f"{path}: duplicate column names {duplicated}")
     return header
 

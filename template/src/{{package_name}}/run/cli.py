@@ -193,8 +193,7 @@ class DataExampleCLI(ExampleCLI):
     alone: links would override the file's hyperparameters with what the data module holds."""
 
     from_data: tuple[str, ...] = ()
-    predicted = "file"
-    """What ``--data.predict_csv`` names, in the refusal that asks for one."""
+    predicted = "file"  # what --data.predict_csv names, in the refusal that asks for one
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         if getattr(parser, "links_from_data", True):
