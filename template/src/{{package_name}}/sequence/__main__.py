@@ -26,13 +26,10 @@ class PredictionWriter(BasePredictionWriter):
         assert isinstance(pl_module, SequenceClassifier)
         rows, predicted, confidence = map(torch.cat, zip(*predictions, strict=True))
         path = predictions_csv(trainer)
-        pd.DataFrame(
-            {
-                data.sequence: [data.predicted_names[row] for row in rows.tolist()],
-                "prediction": [pl_module.classes[index] for index in predicted.tolist()],
-                "confidence": confidence.numpy(),
-            }
-        ).to_csv(path, index=False)
+        frame = pd.DataFrame({data.sequence: [data.predicted_names[row] for row in rows.tolist()]})
+        frame["prediction"] = [pl_module.classes[index] for index in predicted.tolist()]
+        frame["confidence"] = confidence.numpy()
+        frame.to_csv(path, index=False)
         print(path)
 
 
