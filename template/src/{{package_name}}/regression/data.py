@@ -106,7 +106,6 @@ class RegressionData(L.LightningDataModule):
         self.val_set = Subset(table, val_rows)  # pyright: ignore[reportArgumentType]
 
     def _split(self, rows: int, source: str) -> tuple[Tensor, Tensor]:
-        """Validation and training rows, drawn at random with ``seed``."""
         val, train = split(rows, self.val_fraction, torch.Generator().manual_seed(self.seed))
         if not len(train):
             raise UserError(

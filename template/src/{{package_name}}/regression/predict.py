@@ -32,8 +32,6 @@ class PredictChunk(NamedTuple):
 
 
 class PredictChunks(IterableDataset):
-    """The rows of ``path`` as :class:`PredictChunk` s, one chunk per item."""
-
     def __init__(self, path: Path, encoding: Encoding, options: TableOptions) -> None:
         self.path, self.encoding, self.options = path, encoding, options
         header = read_header(path, options, "--data.predict_csv")

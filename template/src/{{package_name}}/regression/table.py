@@ -1,8 +1,7 @@
 """Read a CSV export with pandas into the numbers the model takes, or say in one line why not.
 
 Missing cells are the reader's own markers; ``inf`` is refused, it would poison every
-statistic. A text column is named with its first text cell, so that a typo in a numeric
-column shows. The reader's parse errors name file lines; a bad cell is named by its data row
+statistic. The reader's parse errors name file lines; a bad cell is named by its data row
 (the n-th row under the header, blank lines not counted). What is read and refused:
 ``docs/regression.md``.
 """

@@ -141,7 +141,6 @@ class SequenceClassifier(L.LightningModule):
     def forward(
         self, features: Float[Tensor, "batch time feature"], keep: Bool[Tensor, "batch time"]
     ) -> Float[Tensor, "batch class"]:
-        """Class logits of raw padded features."""
         standard = torch.where(rearrange(keep, "b t -> b t 1"), self.standardise(features), 0.0)
         return (self._compiled or self.encoder)(standard, keep)
 
