@@ -30,8 +30,7 @@ from .tracking import link_logs_to_run_root
 
 class OneLineErrorParser(LightningArgumentParser):
     def __init__(self, *args: Any, links_from_data: bool = True, **kwargs: Any) -> None:
-        """``links_from_data``: whether the model's arguments are linked to the data module's
-        (not in ``predict``, whose model comes from the checkpoint alone)."""
+        """``links_from_data``: false for ``predict`` (see :class:`DataExampleCLI`)."""
         # argparse takes a unique prefix of an option for the option: --model.num_env=2 would
         # quietly set --model.num_envs. A mistyped key must be refused, not guessed.
         kwargs.setdefault("allow_abbrev", False)

@@ -211,8 +211,6 @@ class SequenceData(L.LightningDataModule):
         self.val_set = [(steps[i], index[labels[i]]) for i in val]
 
     def _split(self, classes: list[int], val_fraction: float, path: Path) -> tuple[list, list]:
-        """Sequence positions for validation and for training: of each class's ``n``,
-        ``val_fraction`` of them, at least 1 and at most ``n - 1``, drawn with ``seed``."""
         generator = torch.Generator().manual_seed(self.seed)
         val, train = [], []
         for label, name in enumerate(self.classes):
