@@ -48,10 +48,8 @@ C = TypeVar("C", bound="ExampleCLI")
 
 
 class ExampleCLI(LightningCLI):
-    """LightningCLI that checks a run's files before the subcommand starts: its folders can
-    be written, and every checkpoint it reads or writes goes through
-    :class:`CheckpointFiles` (atomic writes, checked reads). An example overrides the class
-    attributes below and starts with :meth:`launch`."""
+    """LightningCLI that checks a run's files before the subcommand starts. An example
+    overrides the class attributes below and starts with :meth:`launch`."""
 
     notices: tuple[str, ...] = ()  # patterns of Lightning's hints that do not apply here
     guarded_steps = 50  # training steps under the broadcast guard
@@ -138,7 +136,8 @@ class ExampleCLI(LightningCLI):
                     f"--ckpt_path last: no last.ckpt in {folder} to resume from; "
                     "leave --ckpt_path out to start a new run"
                 )
-        # Lightning's default plugin is replaced; one the user chose is left alone.
+        # Every checkpoint goes through CheckpointFiles (atomic writes, checked reads): in
+        # place of Lightning's default plugin, not of one the user chose.
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = CheckpointFiles(self.model)
         if self.subcommand != "fit":
