@@ -98,9 +98,8 @@ class RegressionData(L.LightningDataModule):
         self.feature_columns, self.categories = encoding.columns, encoding.categories
         self.feature_mean, self.feature_std = (s.tolist() for s in column_stats(x, train_rows))
         self.target_mean, self.target_std = map(float, column_stats(y, train_rows))
-        # Raw features: the model standardises them itself, so predict can feed raw rows. Each
-        # split indexes the one table by a tensor of rows, a whole batch at a time (``[:]``:
-        # every row); a list of Python ints would outweigh a narrow table.
+        # Raw features, which the model standardises itself. A split takes a tensor of rows, a
+        # batch at a time (``[:]``: every row): a list of ints would outweigh a narrow table.
         table = TensorDataset(x, y)
         self.train_set = Subset(table, train_rows)  # pyright: ignore[reportArgumentType]
         self.val_set = Subset(table, val_rows)  # pyright: ignore[reportArgumentType]

@@ -158,7 +158,6 @@ class SequenceClassifier(L.LightningModule):
         self._val_correct.append((logits.argmax(dim=-1) == labels).to(losses.dtype))
 
     def on_validation_epoch_end(self) -> None:
-        """Means over every validation sequence, each once."""
         loss = gathered(self, self._val_losses.take()).mean()
         accuracy = gathered(self, self._val_correct.take()).mean()
         # Gathered already: the same on every process, which sync_dist only confirms.
