@@ -30,8 +30,7 @@ class PPOCLI(ExampleCLI):
 
 
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> PPOCLI:
-    """Parse ``args`` (default: the command line) and run the chosen subcommand, with
-    ``callbacks`` added to the trainer's (a sweep's trial adds its reporter)."""
+    """Run the subcommand in ``args`` (default: the command line) with extra ``callbacks``."""
     # One epoch is one pass over the rollout stream: the whole budget; the module logs once
     # per rollout, so every step is logged.
     added = [PPOReporting(), *callbacks]

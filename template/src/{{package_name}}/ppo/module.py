@@ -222,7 +222,6 @@ class PPOModule(L.LightningModule):
             envs.close()
 
     def training_step(self, batch: Samples, batch_idx: int) -> None:
-        """Update on one rollout, then log its mean statistics and the run's progress."""
         optimizer, collector, hp = self.optimizers(), self.collector, self.hparams
         assert isinstance(optimizer, LightningOptimizer) and collector is not None
         remaining = 1.0 - self.rollouts_done / self.num_rollouts

@@ -8,6 +8,7 @@ Needs matplotlib (``pip install -e ".[plot]"``); training does not.
 import csv
 import sys
 from pathlib import Path
+from statistics import fmean
 
 from ..run.errors import UserError, user_errors
 
@@ -23,10 +24,7 @@ def plot_learning_curve(log_dir: Path, window: int = 20) -> Path:
         rows = list(csv.DictReader(handle))
     steps = [int(row["env_step"]) for row in rows]
     returns = [float(row["return"]) for row in rows]
-    rolling = [
-        sum(returns[max(0, i + 1 - window) : i + 1]) / min(i + 1, window)
-        for i in range(len(returns))
-    ]
+    rolling = [fmean(returns[max(0, i + 1 - window) : i + 1]) for i in range(len(returns))]
     figure, axes = plt.subplots(figsize=(7, 4))
     axes.plot(steps, returns, ".", markersize=2, alpha=0.4, label="episode return")
     axes.plot(steps, rolling, label=f"mean of last {window}")
@@ -41,7 +39,7 @@ def plot_learning_curve(log_dir: Path, window: int = 20) -> Path:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(f"usage: python -m {__package__}.plot RUN_LOG_DIR")
     with user_errors():
+        if len(sys.argv) != 2:
+            raise UserError(f"usage: python -m {__package__}.plot RUN_LOG_DIR")
         print(plot_learning_curve(Path(sys.argv[1])))

@@ -1,6 +1,5 @@
-"""Regression example: an MLP fitted to a seeded synthetic set or to the user's CSV.
-
-Run it with ``python -m <package>.regression fit --config configs/regression.yaml``.
+"""Regression example: an MLP fitted to a seeded synthetic set or to the user's CSV
+(``python -m <package>.regression fit --config configs/regression.yaml``).
 """
 
 from .data import RegressionData

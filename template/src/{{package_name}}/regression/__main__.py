@@ -1,8 +1,5 @@
-"""Command line: ``python -m <package>.regression fit --config configs/regression.yaml``.
-
-``fit`` hands the model what the data says (its width, statistics, columns and category
-levels); ``predict --ckpt_path FILE --data.predict_csv FILE`` builds it from the checkpoint
-alone (``run.cli.DataExampleCLI``).
+"""Command line: ``python -m <package>.regression fit --config configs/regression.yaml``;
+``fit`` and ``predict`` as ``run.cli.DataExampleCLI`` says.
 """
 
 from collections.abc import Sequence
@@ -22,8 +19,7 @@ class RegressionCLI(DataExampleCLI):
 
 
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> RegressionCLI:
-    """Parse ``args`` (default: the command line) and run the chosen subcommand, with
-    ``callbacks`` added to the trainer's (a sweep's trial adds its reporter)."""
+    """Run the subcommand in ``args`` (default: the command line) with extra ``callbacks``."""
     metrics, added = ("val_r2", "val_mae", "val_loss"), [PredictionWriter(), *callbacks]
     return RegressionCLI.launch(RegressionModule, RegressionData, metrics, added, args, __package__)
 

@@ -2,8 +2,7 @@
 and a new CSV to predict from a checkpoint.
 
 Data is read and split when the module is built, so a bad path or column fails before any
-training and the CLI can hand the model what the data says. The split, the statistics and
-the batches are ``run/data.py``'s.
+training and the CLI can hand the model what the data says.
 """
 
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING
 import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_info
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Subset, TensorDataset
 
 from ..core.shapes import Float, Tensor
 from ..run import ranges
@@ -25,24 +24,6 @@ if TYPE_CHECKING:
     SyntheticWidth = int
 else:
     SyntheticWidth = ranges.number_range(int, 5)  # the synthetic target reads the first five
-
-
-class SplitRows(Dataset):
-    """One split of a table: the whole table's tensors, shared by the splits so the data sits
-    in memory once, and this split's row indices. Indexed by a whole batch of positions
-    (``split[:]``: every row, as tensors of their own)."""
-
-    def __init__(
-        self, features: Float[Tensor, "row feature"], target: Float[Tensor, " row"], rows: Tensor
-    ) -> None:
-        self.features, self.target, self.rows = features, target, rows
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, index: int | slice | Tensor) -> tuple[Tensor, Tensor]:
-        picked = self.rows[index]
-        return self.features[picked], self.target[picked]
 
 
 class RegressionData(L.LightningDataModule):
@@ -117,11 +98,13 @@ class RegressionData(L.LightningDataModule):
         self.feature_columns, self.categories = encoding.columns, encoding.categories
         self.feature_mean, self.feature_std = (s.tolist() for s in column_stats(x, train_rows))
         self.target_mean, self.target_std = map(float, column_stats(y, train_rows))
-        # Raw features: the model standardises them itself, so predict can feed raw rows.
-        self.train_set, self.val_set = SplitRows(x, y, train_rows), SplitRows(x, y, val_rows)
+        # Raw features, which the model standardises itself. A split takes a tensor of rows, a
+        # batch at a time (``[:]``: every row): a list of ints would outweigh a narrow table.
+        table = TensorDataset(x, y)
+        self.train_set = Subset(table, train_rows)  # pyright: ignore[reportArgumentType]
+        self.val_set = Subset(table, val_rows)  # pyright: ignore[reportArgumentType]
 
     def _split(self, rows: int, source: str) -> tuple[Tensor, Tensor]:
-        """Validation and training rows, drawn at random with ``seed``."""
         val, train = split(rows, self.val_fraction, torch.Generator().manual_seed(self.seed))
         if not len(train):
             raise UserError(

@@ -2,9 +2,7 @@
 
 It standardises raw encoded features with the training split's statistics, kept as
 hyperparameters with the column order and category levels, and ``forward`` answers in the
-target's units: a checkpoint alone predicts real values from raw rows. Validation metrics
-are computed once per epoch over the whole split, gathered from every process under DDP,
-so they are those of a single process on the same weights.
+target's units: a checkpoint alone predicts real values from raw rows.
 """
 
 import lightning as L
@@ -63,8 +61,8 @@ class RegressionModule(L.LightningModule):
         self.net = ScalarMLP(num_features, hidden_sizes, activation)
         self._compiled_net = compiled(self.net, backend=compile_backend) if compile else None
         self._val_predictions, self._val_targets = Column(), Column()
-        # The epoch's summed training loss, one scalar: a list of a scalar per step grows
-        # the process by kilobytes a step on a large table.
+        # The epoch's training loss in one float32 scalar (a list per step grows the process,
+        # a bf16 sum stops growing), logged once an epoch: self.log costs about a step's compute.
         self._train_loss_sum: Tensor | float = 0.0
         self._train_rows = 0
 
@@ -82,8 +80,6 @@ class RegressionModule(L.LightningModule):
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         x, y = batch
         loss = mse_loss(self._net_prediction(x), self._standard_target(y))
-        # Summed here in float32 (a bf16 sum would stop growing), logged once an epoch: a
-        # self.log call costs about a step's compute.
         self._train_loss_sum = self._train_loss_sum + loss.detach().float() * len(y)
         self._train_rows += len(y)
         return loss

@@ -32,8 +32,6 @@ class PredictChunk(NamedTuple):
 
 
 class PredictChunks(IterableDataset):
-    """The rows of ``path`` as :class:`PredictChunk` s, one chunk per item."""
-
     def __init__(self, path: Path, encoding: Encoding, options: TableOptions) -> None:
         self.path, self.encoding, self.options = path, encoding, options
         header = read_header(path, options, "--data.predict_csv")
@@ -93,13 +91,9 @@ class PredictionWriter(Callback):
     def on_predict_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.is_global_zero:
             return
-        for count, what in (
-            (self.incomplete, "a missing feature cell; their prediction is empty"),
-            (
-                self.unseen,
-                "a category level the training split did not have; it is encoded as all zeros",
-            ),
-        ):
+        incomplete = "a missing feature cell; their prediction is empty"
+        unseen = "a category level the training split did not have; it is encoded as all zeros"
+        for count, what in ((self.incomplete, incomplete), (self.unseen, unseen)):
             if count:
                 print(f"warning: {count} of {self.rows} rows have {what}", file=sys.stderr)
         print(f"predictions of {self.rows} rows: {self.path}", flush=True)

@@ -1,8 +1,7 @@
 """Read a CSV export with pandas into the numbers the model takes, or say in one line why not.
 
 Missing cells are the reader's own markers; ``inf`` is refused, it would poison every
-statistic. A text column is named with its first text cell, so that a typo in a numeric
-column shows. The reader's parse errors name file lines; a bad cell is named by its data row
+statistic. The reader's parse errors name file lines; a bad cell is named by its data row
 (the n-th row under the header, blank lines not counted). What is read and refused:
 ``docs/regression.md``.
 """
@@ -11,15 +10,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from ..run.errors import UserError
-from ..run.tables import first_text_cell, numeric, reading, text_column
-
-Missing = Literal["error", "drop"]
+from ..run.tables import Missing, first_text_cell, numeric, reading, text_column
 
 
 @dataclass(frozen=True)
@@ -98,8 +94,7 @@ def read_header(path: Path, options: TableOptions, option: str) -> list[str]:
             path, sep=options.sep, header=None, nrows=1, dtype="string", encoding="utf-8-sig"
         )
     header = [str(name).strip() for name in first.iloc[0].tolist()]
-    if len(set(header)) != len(header):
-        duplicated = sorted({name for name in header if header.count(name) > 1})
+    if duplicated := sorted({name for name in header if header.count(name) > 1}):
         raise UserError(f"{path}: duplicate column names {duplicated}")
     return header
 

@@ -30,8 +30,7 @@ from .tracking import link_logs_to_run_root
 
 class OneLineErrorParser(LightningArgumentParser):
     def __init__(self, *args: Any, links_from_data: bool = True, **kwargs: Any) -> None:
-        """``links_from_data``: whether the model's arguments are linked to the data module's
-        (not in ``predict``, whose model comes from the checkpoint alone)."""
+        """``links_from_data``: false for ``predict`` (see :class:`DataExampleCLI`)."""
         # argparse takes a unique prefix of an option for the option: --model.num_env=2 would
         # quietly set --model.num_envs. A mistyped key must be refused, not guessed.
         kwargs.setdefault("allow_abbrev", False)
@@ -49,10 +48,8 @@ C = TypeVar("C", bound="ExampleCLI")
 
 
 class ExampleCLI(LightningCLI):
-    """LightningCLI that checks a run's files before the subcommand starts: its folders can
-    be written, and every checkpoint it reads or writes goes through
-    :class:`CheckpointFiles` (atomic writes, checked reads). An example overrides the class
-    attributes below and starts with :meth:`launch`."""
+    """LightningCLI that checks a run's files before the subcommand starts. An example
+    overrides the class attributes below and starts with :meth:`launch`."""
 
     notices: tuple[str, ...] = ()  # patterns of Lightning's hints that do not apply here
     guarded_steps = 50  # training steps under the broadcast guard
@@ -139,7 +136,8 @@ class ExampleCLI(LightningCLI):
                     f"--ckpt_path last: no last.ckpt in {folder} to resume from; "
                     "leave --ckpt_path out to start a new run"
                 )
-        # Lightning's default plugin is replaced; one the user chose is left alone.
+        # Every checkpoint goes through CheckpointFiles (atomic writes, checked reads): in
+        # place of Lightning's default plugin, not of one the user chose.
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = CheckpointFiles(self.model)
         if self.subcommand != "fit":
@@ -159,23 +157,31 @@ class ExampleCLI(LightningCLI):
         **trainer_defaults: Any,
     ) -> C:
         """Run the subcommand in ``args`` (default: the command line) as ``python -m
-        <package>``, with a run summary of ``metrics``, ``callbacks`` and the guards."""
+        <package>``, with a run summary of ``metrics``, ``callbacks`` and the guards, and
+        destroy the process group that a DDP run leaves behind."""
         guards = [BroadcastGuardCallback(cls.guarded_steps), NonFiniteLocator()]
         trainer_defaults["callbacks"] = [RunSummary(metrics=metrics), *callbacks, *guards]
-        with processes_released(), user_errors(), quiet_third_parties(*cls.notices):
-            return cls(
-                model_class,
-                data_class,
-                seed_everything_default=0,
-                trainer_defaults=trainer_defaults,
-                save_config_kwargs={"overwrite": True},
-                # The usage and tip lines name the command as typed, not __main__.py.
-                parser_kwargs={
-                    "prog": f"python -m {package}",
-                    "predict": {"links_from_data": False},
-                },
-                args=args,
-            )
+        with user_errors(), quiet_third_parties(*cls.notices):
+            try:
+                return cls(
+                    model_class,
+                    data_class,
+                    seed_everything_default=0,
+                    trainer_defaults=trainer_defaults,
+                    save_config_kwargs={"overwrite": True},
+                    # The usage and tip lines name the command as typed, not __main__.py.
+                    parser_kwargs={
+                        "prog": f"python -m {package}",
+                        "predict": {"links_from_data": False},
+                    },
+                    args=args,
+                )
+            finally:
+                # A process that exits with a DDP run's gloo group still alive can abort in
+                # C++ ("terminate called without an active exception") after the run itself
+                # succeeded, and exit non-zero.
+                if torch.distributed.is_available() and torch.distributed.is_initialized():
+                    torch.distributed.destroy_process_group()
 
 
 class DataExampleCLI(ExampleCLI):
@@ -185,8 +191,7 @@ class DataExampleCLI(ExampleCLI):
     alone: links would override the file's hyperparameters with what the data module holds."""
 
     from_data: tuple[str, ...] = ()
-    predicted = "file"
-    """What ``--data.predict_csv`` names, in the refusal that asks for one."""
+    predicted = "file"  # what --data.predict_csv names, in the refusal that asks for one
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         if getattr(parser, "links_from_data", True):
@@ -241,24 +246,7 @@ def checkpoint_dir(default_root_dir: str | Path | None) -> str:
     return str(Path(default_root_dir or Path.cwd()) / "checkpoints")
 
 
-@contextmanager
-def processes_released() -> Iterator[None]:
-    """Destroy the process group that a DDP run leaves behind. A process that exits with a
-    gloo group still alive can abort in C++ ("terminate called without an active
-    exception") after the run itself succeeded, and exit non-zero."""
-    try:
-        yield
-    finally:
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
-
-
 _TIP_SOURCES = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
-
-
-def _not_a_tip(record: logging.LogRecord) -> bool:
-    """Lightning advertises its cloud packages at INFO on every fit."""
-    return not str(record.msg).startswith("💡 Tip: For seamless cloud")
 
 
 @contextmanager
@@ -267,6 +255,10 @@ def quiet_third_parties(*notices: str) -> Iterator[None]:
     patterns) and Lightning's cloud tips, by the start of the message on the loggers that
     emit them. Nothing else; on exit every filter is undone."""
     sources = [logging.getLogger(name) for name in _TIP_SOURCES]
+
+    def not_a_tip(record: logging.LogRecord) -> bool:  # Lightning's, at INFO on every fit
+        return not str(record.msg).startswith("💡 Tip: For seamless cloud")
+
     with warnings.catch_warnings():
         # Asks for TensorBoard, for Lightning's default logger: it is a dependency here.
         warnings.filterwarnings("ignore", "Starting from v1.9.0, `tensorboardX`", UserWarning)
@@ -275,9 +267,9 @@ def quiet_third_parties(*notices: str) -> Iterator[None]:
         for message in notices:
             warnings.filterwarnings("ignore", message=message)
         for source in sources:
-            source.addFilter(_not_a_tip)
+            source.addFilter(not_a_tip)
         try:
             yield
         finally:
             for source in sources:
-                source.removeFilter(_not_a_tip)
+                source.removeFilter(not_a_tip)

@@ -13,7 +13,6 @@ from .errors import UserError
 
 
 def adamw_cosine(module: L.LightningModule, learning_rate: float, weight_decay: float) -> Any:
-    """What ``configure_optimizers`` returns for ``module``'s parameters."""
     optimizer = torch.optim.AdamW(module.parameters(), lr=learning_rate, weight_decay=weight_decay)
     total_steps = module.trainer.estimated_stepping_batches
     if not math.isfinite(total_steps):

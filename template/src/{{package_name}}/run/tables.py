@@ -8,11 +8,14 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from .errors import UserError
+
+Missing = Literal["error", "drop"]  # what a missing cell does: refuse the table, or drop the row
 
 
 @contextmanager

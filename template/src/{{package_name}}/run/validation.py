@@ -1,6 +1,5 @@
-"""Validation metrics over the whole split, each row once: a column of per-row values a
-batch at a time, and, under DDP, every process's rows gathered back in the split's order,
-so the metrics are those of a single process on the same weights.
+"""Validation metrics over the whole split, each row once, under DDP too: those of a single
+process on the same weights.
 """
 
 import lightning as L

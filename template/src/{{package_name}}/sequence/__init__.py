@@ -1,5 +1,4 @@
-"""The sequence example: a Transformer encoder classifying padded, variable-length sequences.
-
+"""The sequence example: a Transformer encoder classifying padded, variable-length sequences:
 ``python -m <package>.sequence fit --config configs/sequence.yaml`` (``docs/sequence.md``).
 """
 

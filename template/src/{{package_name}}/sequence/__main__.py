@@ -1,14 +1,10 @@
-"""Command line: ``python -m <package>.sequence fit --config configs/sequence.yaml``.
-
-``fit`` hands the model what the data says; ``predict --ckpt_path FILE --data.predict_csv
-FILE`` builds it from the checkpoint alone (``run.cli.DataExampleCLI``) and writes
-``predictions.csv`` (``docs/sequence.md``) in the run's log folder, on one device.
+"""Command line: ``python -m <package>.sequence fit --config configs/sequence.yaml``;
+``fit`` and ``predict`` as ``run.cli.DataExampleCLI`` says. ``predict`` runs on one device
+and writes ``predictions.csv`` (``docs/sequence.md``) in the run's log folder.
 """
 
 from collections.abc import Sequence
-from typing import Any
 
-import lightning as L
 import pandas as pd
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter, Callback
@@ -23,29 +19,17 @@ from .module import SequenceClassifier
 class PredictionWriter(BasePredictionWriter):
     """Write ``predictions.csv``, one row per sequence of the predict table, and print its path."""
 
-    def __init__(self) -> None:
-        super().__init__(write_interval="epoch")
-
-    def write_on_epoch_end(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        predictions: Sequence[Any],
-        batch_indices: Sequence[Any],
-    ) -> None:
+    def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices) -> None:
         data = getattr(trainer, "datamodule", None)
         if not (trainer.is_global_zero and isinstance(data, SequenceData) and predictions):
             return
         assert isinstance(pl_module, SequenceClassifier)
         rows, predicted, confidence = map(torch.cat, zip(*predictions, strict=True))
         path = predictions_csv(trainer)
-        pd.DataFrame(
-            {
-                data.sequence: [data.predicted_names[row] for row in rows.tolist()],
-                "prediction": [pl_module.classes[index] for index in predicted.tolist()],
-                "confidence": confidence.numpy(),
-            }
-        ).to_csv(path, index=False)
+        frame = pd.DataFrame({data.sequence: [data.predicted_names[row] for row in rows.tolist()]})
+        frame["prediction"] = [pl_module.classes[index] for index in predicted.tolist()]
+        frame["confidence"] = confidence.numpy()
+        frame.to_csv(path, index=False)
         print(path)
 
 
@@ -60,16 +44,9 @@ class SequenceCLI(DataExampleCLI):
 
 
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> SequenceCLI:
-    """Parse ``args`` (default: the command line) and run the chosen subcommand, with
-    ``callbacks`` added to the trainer's (a sweep's trial adds its reporter)."""
-    return SequenceCLI.launch(
-        SequenceClassifier,
-        SequenceData,
-        ("val_accuracy", "val_loss"),
-        [PredictionWriter(), *callbacks],
-        args,
-        __package__,
-    )
+    """Run the subcommand in ``args`` (default: the command line) with extra ``callbacks``."""
+    metrics, added = ("val_accuracy", "val_loss"), [PredictionWriter("epoch"), *callbacks]
+    return SequenceCLI.launch(SequenceClassifier, SequenceData, metrics, added, args, __package__)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ utterances 1 to 270 were the original training set.
 """
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import lightning as L
 import numpy as np
@@ -32,10 +32,9 @@ from ..core.shapes import Bool, Float, Int, Tensor
 from ..run import ranges
 from ..run.data import batches, checkpoint_hparams, column_stats, split
 from ..run.errors import UserError
-from ..run.tables import numeric, reading, text_column
+from ..run.tables import Missing, numeric, reading, text_column
 
 SHIPPED = Path(__file__).with_name("japanese_vowels.csv.gz")
-Missing = Literal["error", "drop"]
 Batch = tuple[
     Float[Tensor, "batch time feature"], Bool[Tensor, "batch time"], Int[Tensor, " batch"]
 ]
@@ -61,10 +60,9 @@ def read_sequences(
     if not path.is_file():  # the table to predict comes with its checkpoint's feature columns
         option = "--data.csv_path" if feature_columns is None else "--data.predict_csv"
         raise UserError(f"{option} {path}: no such file")
-    parquet = path.suffix == ".parquet"
     try:
         with reading(path):
-            frame = pd.read_parquet(path) if parquet else pd.read_csv(path)
+            frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except ImportError:  # pandas found no Parquet engine
         hint = "Parquet needs pyarrow or fastparquet: pip install -e '.[parquet]'"
         raise UserError(f"{path}: {hint}") from None
@@ -213,8 +211,6 @@ class SequenceData(L.LightningDataModule):
         self.val_set = [(steps[i], index[labels[i]]) for i in val]
 
     def _split(self, classes: list[int], val_fraction: float, path: Path) -> tuple[list, list]:
-        """Sequence positions for validation and for training: of each class's ``n``,
-        ``val_fraction`` of them, at least 1 and at most ``n - 1``, drawn with ``seed``."""
         generator = torch.Generator().manual_seed(self.seed)
         val, train = [], []
         for label, name in enumerate(self.classes):

@@ -141,7 +141,6 @@ class SequenceClassifier(L.LightningModule):
     def forward(
         self, features: Float[Tensor, "batch time feature"], keep: Bool[Tensor, "batch time"]
     ) -> Float[Tensor, "batch class"]:
-        """Class logits of raw padded features."""
         standard = torch.where(rearrange(keep, "b t -> b t 1"), self.standardise(features), 0.0)
         return (self._compiled or self.encoder)(standard, keep)
 
@@ -159,7 +158,6 @@ class SequenceClassifier(L.LightningModule):
         self._val_correct.append((logits.argmax(dim=-1) == labels).to(losses.dtype))
 
     def on_validation_epoch_end(self) -> None:
-        """Means over every validation sequence, each once."""
         loss = gathered(self, self._val_losses.take()).mean()
         accuracy = gathered(self, self._val_correct.take()).mean()
         # Gathered already: the same on every process, which sync_dist only confirms.
