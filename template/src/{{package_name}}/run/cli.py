@@ -12,9 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-import lightning
 import torch
-from jsonargparse import ActionConfigFile  # pyright: ignore[reportPrivateImportUsage]
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
@@ -59,14 +57,6 @@ class ExampleCLI(LightningCLI):
         "filename": "best-{epoch}-{val_loss:.4f}",
         "save_last": True,
     }
-
-    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
-        """Every parser, main and subcommand, is a :class:`OneLineErrorParser`; Lightning
-        2.4 has no ``parser_class`` argument, and this hook is what it calls in every release."""
-        kwargs.setdefault("dump_header", [f"lightning.pytorch=={lightning.__version__}"])
-        parser = OneLineErrorParser(**kwargs)
-        parser.add_argument("-c", "--config", action=ActionConfigFile, help="A YAML config file.")
-        return parser
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
@@ -169,6 +159,7 @@ class ExampleCLI(LightningCLI):
                     seed_everything_default=0,
                     trainer_defaults=trainer_defaults,
                     save_config_kwargs={"overwrite": True},
+                    parser_class=OneLineErrorParser,
                     # The usage and tip lines name the command as typed, not __main__.py.
                     parser_kwargs={
                         "prog": f"python -m {package}",
