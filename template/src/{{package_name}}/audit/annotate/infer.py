@@ -30,7 +30,6 @@ class FunctionProposal:
 @dataclass
 class Proposal:
     functions: dict[str, FunctionProposal] = field(default_factory=dict)
-    jaxtyping_names: dict[str, set[str]] = field(default_factory=dict)
     named_from_code: list[str] = field(default_factory=list)
     literal_axes: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
@@ -228,7 +227,7 @@ def _name_the_rest(function: _Function) -> None:
             function.name(cluster, f"{_base(path)}_{axis}")
 
 
-def _render(function: _Function, path: Path, classes: set[str]) -> str | None:
+def _render(function: _Function, path: Path) -> str | None:
     """The annotation of what was seen at ``path``, or None where none would be sound."""
     parts: list[str | None] = []
     kinds = {kind for kind, *_ in function.seen.get(path, ())}
@@ -244,12 +243,11 @@ def _render(function: _Function, path: Path, classes: set[str]) -> str | None:
                 # arguments and again at the result: sizes that differ between items bind no name
             text = " ".join(["..."] * (rank < 0 and dims != ["..."]) + dims)
             parts.append(f'{dtype}[Tensor, "{" " + text if text and " " not in text else text}"]')
-            classes.add(dtype)
         elif kind == "list":
-            inner = _render(function, (*path, "*"), classes)
+            inner = _render(function, (*path, "*"))
             parts.append(inner and f"list[{inner}]")
         elif kind.startswith("tuple:"):
-            items = [_render(function, (*path, i), classes) for i in range(int(kind[6:]))]
+            items = [_render(function, (*path, i)) for i in range(int(kind[6:]))]
             joined = None if None in items else ", ".join(map(str, items)) or "()"
             parts.append(joined and f"tuple[{joined}]")
         else:  # None, or not a tensor: its builtin type; ``object`` inside a container
@@ -259,11 +257,11 @@ def _render(function: _Function, path: Path, classes: set[str]) -> str | None:
 
 
 def _propose(key: str, function: _Function, proposal: Proposal) -> None:
-    holds, classes = {path[0] for path in function.ranks}, set()
-    params = {p: _render(function, (p,), classes) for p in function.params if p in holds}
+    holds = {path[0] for path in function.ranks}
+    params = {p: _render(function, (p,)) for p in function.params if p in holds}
     calls = function.entry["calls"]
-    ran = any(call["complete"] for call in calls)  # and so has a result
-    result = _render(function, ("return",), classes) if ran and "return" in holds else None
+    ran = any(call["complete"] for call in calls)  # else no result was seen
+    result = _render(function, ("return",)) if "return" in holds else None
     stars = any("'tensor'" in repr(c["args"].get(s)) for c in calls for s in function.variadic)
     full = ran and None not in params.values() and not stars and (result or "return" not in holds)
     params = {p: text for p, text in params.items() if text}
@@ -271,7 +269,6 @@ def _propose(key: str, function: _Function, proposal: Proposal) -> None:
         proposal.incomplete.append(function.display)
     if params or result:
         proposal.functions[key] = FunctionProposal(params, result, bool(full))
-        proposal.jaxtyping_names.setdefault(function.entry["file"], set()).update(classes)
     display = function.display
     proposal.named_from_code += [f"{display} {c.origin}" for c in function.clusters if c.origin]
     fixed = [c for c in function.clusters if c.name is None and c.sizes is not None]
