@@ -83,11 +83,10 @@ class _Function:
         a = getattr(node, "args", None)
         self.variadic = {s.arg for s in (a.vararg, a.kwarg) if s} if a else set()  # left alone
         self.params = [p for p in entry["params"] if p not in self.variadic]
-        self.seen: Seen = defaultdict(list)
-        for call, observed in enumerate(entry["calls"]):
-            self.add(observed["args"], observed.get("result"), call, self.seen)
+        self.seen = self.walk(entry["calls"])
         self.ranks: dict[Path, int] = {}  # ~ the common trailing axes where the rank varied
-        for path in sorted(self.seen, key=self._order):
+        order = [*self.params, "return"]
+        for path in sorted(self.seen, key=lambda p: (order.index(p[0]), tuple(map(str, p)))):
             ranks = {len(shape) for kind, _, shape, _ in self.seen[path] if kind == "tensor"}
             if ranks:
                 self.ranks[path] = ranks.pop() if len(ranks) == 1 else ~min(ranks)
@@ -96,14 +95,13 @@ class _Function:
             self._place(axis, by_call)
         self.cluster_of = {axis: c for c in self.clusters for axis in c.axes}
 
-    def add(self, args: dict, result: dict | None, call: int, seen: Seen) -> None:
-        for param in self.params:
-            _walk(args.get(param), (param,), call, seen)
-        _walk(result, ("return",), call, seen)
-
-    def _order(self, path: Path) -> tuple:
-        first = self.params.index(path[0]) if path[0] in self.params else len(self.params)
-        return first, tuple(map(str, path))
+    def walk(self, calls: list[dict]) -> Seen:
+        seen: Seen = defaultdict(list)
+        for call, observed in enumerate(calls):
+            for param in self.params:
+                _walk(observed["args"].get(param), (param,), call, seen)
+            _walk(observed.get("result"), ("return",), call, seen)
+        return seen
 
     def axes(self, seen: Seen) -> dict[Axis, dict[int, set[int]]]:
         """Each axis's sizes, call by call."""
@@ -116,19 +114,16 @@ class _Function:
         return found
 
     def _place(self, axis: Axis, by_call: dict[int, set[int]]) -> None:
-        seen = set().union(*by_call.values())
-        if any(len(sizes) > 1 for sizes in by_call.values()):
-            self.clusters.append(_Cluster([axis], None, seen))
-            return
-        sizes = {call: next(iter(s)) for call, s in by_call.items()}
-        for cluster in self.clusters:
-            common = sizes.keys() & (cluster.sizes or {}).keys()
-            if cluster.sizes and common and all(sizes[c] == cluster.sizes[c] for c in common):
+        seen, sizes = set().union(*by_call.values()), {c: min(s) for c, s in by_call.items()}
+        varied = any(len(s) > 1 for s in by_call.values())  # list items differed in a call
+        for cluster in () if varied else self.clusters:
+            theirs = cluster.sizes or {}  # that cluster's own dict, where it has sizes
+            if (both := sizes.keys() & theirs.keys()) and all(sizes[c] == theirs[c] for c in both):
                 cluster.axes.append(axis)
-                cluster.sizes.update(sizes)
+                theirs.update(sizes)
                 cluster.seen |= seen
                 return
-        self.clusters.append(_Cluster([axis], sizes, seen))
+        self.clusters.append(_Cluster([axis], None if varied else sizes, seen))
 
     def name(self, cluster: _Cluster, name: str, origin: str = "") -> None:
         """Names ``cluster``; a name another axis of the signature has takes a suffix."""
@@ -174,11 +169,8 @@ def _name_across(functions: dict[str, _Function]) -> None:
             other = functions.get(caller.get("function", ""))
             if other is None or other is function:
                 continue
-            mine, theirs = defaultdict(list), defaultdict(list)
-            function.add(observed["args"], observed.get("result"), 0, mine)
-            other.add(caller["args"], None, 0, theirs)
-            sides = ((function, mine), (other, theirs))
-            pair = [{a: s[0] for a, s in f.axes(v).items()} for f, v in sides]
+            sides = ((function, observed), (other, caller))  # a caller has no result
+            pair = [{a: s[0] for a, s in f.axes(f.walk([c])).items()} for f, c in sides]
             links[key][caller["function"]].append(pair)
             links[caller["function"]][key].append(pair[::-1])
 
@@ -238,10 +230,9 @@ def _render(function: _Function, path: Path) -> str | None:
             rank = function.ranks[path]
             clusters = [function.cluster_of[(path, position)] for position in _positions(rank)]
             dims = [c.name or str(next(iter(c.seen))) for c in clusters]
-            if any(c.sizes is None for c in clusters):
-                dims = ["..."]  # beartype checks one list item picked at random, at the
-                # arguments and again at the result: sizes that differ between items bind no name
-            text = " ".join(["..."] * (rank < 0 and dims != ["..."]) + dims)
+            # beartype checks one list item at random: sizes differing between items bind no name
+            varied = any(c.sizes is None for c in clusters)
+            text = "..." if varied else " ".join(["..."] * (rank < 0) + dims)
             parts.append(f'{dtype}[Tensor, "{" " + text if text and " " not in text else text}"]')
         elif kind == "list":
             inner = _render(function, (*path, "*"))

@@ -18,7 +18,7 @@ def definitions(tree: ast.AST, prefix: str = "") -> dict[str, Function]:
     """Every function of a module by its ``__qualname__``."""
     found: dict[str, Function] = {}
     for child in ast.iter_child_nodes(tree):
-        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+        if isinstance(child, Function):
             found[prefix + child.name] = child
             found.update(definitions(child, f"{prefix}{child.name}.<locals>."))
         else:
@@ -50,26 +50,18 @@ def _own_nodes(nodes):
             yield from _own_nodes(ast.iter_child_nodes(node))
 
 
-def _param(node: ast.AST, attribute: str) -> str | None:
-    """``p`` for ``p.<attribute>``."""
+def _shape_of(node: ast.AST, attribute: str = "shape") -> str | None:
+    """``p`` for ``p.shape`` or ``p.size()``; for ``p.size`` where ``attribute`` is "size"."""
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        node, attribute = node.func, "size"
     if isinstance(node, ast.Attribute) and node.attr == attribute:
         return getattr(node.value, "id", None)
     return None
 
 
-def _shape_of(node: ast.AST) -> str | None:
-    """``p`` for ``p.shape`` or ``p.size()``."""
-    if isinstance(node, ast.Call) and not node.args and not node.keywords:
-        return _param(node.func, "size")
-    return _param(node, "shape")
-
-
 def _integer(node: ast.AST) -> int | None:
-    try:
-        value = ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError):
-        return None
-    return value if type(value) is int else None
+    text = ast.unparse(node)  # 2, -1; anything else is no literal index
+    return int(text) if text.removeprefix("-").isdecimal() else None
 
 
 def _assigned(target: ast.AST, value: ast.AST) -> list[Fact]:
@@ -80,7 +72,7 @@ def _assigned(target: ast.AST, value: ast.AST) -> list[Fact]:
             param, index = _shape_of(value.value), _integer(value.slice)
         elif isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords:
             is_len = isinstance(value.func, ast.Name) and value.func.id == "len"
-            param = getattr(value.args[0], "id", None) if is_len else _param(value.func, "size")
+            param = getattr(value.args[0], "id", None) if is_len else _shape_of(value.func, "size")
             index = 0 if is_len else _integer(value.args[0])
         return [(param, index, target.id, None, how)] if param and index is not None else []
     if not isinstance(target, ast.Tuple):
