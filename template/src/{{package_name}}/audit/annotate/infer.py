@@ -2,8 +2,7 @@
 held tensors: it passes on sizes never recorded and refuses what no run showed. Axes share a
 name only if their sizes agreed in every call (``(N, 1)`` against ``(N,)`` stays apart); an
 axis that varied is named: from the code (names.py), from a caller's or callee's axis it
-tracked, then ``batch``, then ``<param>_axis<i>``; one that never varied is its size.
-"""
+tracked, then ``batch``, then ``<param>_axis<i>``; one that never varied is its size."""
 
 import ast
 import functools
@@ -202,23 +201,6 @@ def _name_across(functions: dict[str, _Function]) -> None:
                     changed = True
 
 
-def _name_the_rest(function: _Function) -> None:
-    """``batch`` for a varied leading axis every tensor argument shares (every tensor result,
-    where no argument held one); then ``<param>_axis<i>`` for any other axis that varied."""
-    ranks = function.ranks
-    tensors = [(p,) for p in function.params if ranks.get((p,))]
-    tensors = tensors or [path for path in ranks if path[0] == "return" and ranks[path]]
-    firsts = [function.cluster_of.get((path, 0)) for path in tensors]
-    head = firsts[0] if firsts and all(c is firsts[0] for c in firsts) else None
-    if head and head.name is None and len(head.seen) > 1:
-        function.name(head, "batch")
-    for cluster in function.clusters:
-        if cluster.name is None and len(cluster.seen) > 1 and cluster.sizes is not None:
-            path, position = cluster.axes[0]
-            axis = f"axis{position}" if position >= 0 else f"axis_neg{-position}"
-            function.name(cluster, f"{_base(path)}_{axis}")
-
-
 def _render(function: _Function, path: Path) -> str | None:
     """The annotation of what was seen at ``path``, or None where none would be sound."""
     parts: list[str | None] = []
@@ -248,7 +230,22 @@ def _render(function: _Function, path: Path) -> str | None:
 
 
 def _propose(key: str, function: _Function, proposal: Proposal) -> None:
-    holds = {path[0] for path in function.ranks}
+    """Names the rest: ``batch`` for a varied leading axis every tensor argument shares (every
+    tensor result, where no argument held one), ``<param>_axis<i>`` for any other axis that
+    varied; then the annotations and the summary's lines."""
+    ranks = function.ranks
+    tensors = [(p,) for p in function.params if ranks.get((p,))]
+    tensors = tensors or [path for path in ranks if path[0] == "return" and ranks[path]]
+    firsts = [function.cluster_of.get((path, 0)) for path in tensors]
+    head = firsts[0] if firsts and all(c is firsts[0] for c in firsts) else None
+    if head and head.name is None and len(head.seen) > 1:
+        function.name(head, "batch")
+    for cluster in function.clusters:
+        if cluster.name is None and len(cluster.seen) > 1 and cluster.sizes is not None:
+            path, position = cluster.axes[0]
+            axis = f"axis{position}" if position >= 0 else f"axis_neg{-position}"
+            function.name(cluster, f"{_base(path)}_{axis}")
+    holds = {path[0] for path in ranks}
     params = {p: _render(function, (p,)) for p in function.params if p in holds}
     calls = function.entry["calls"]
     ran = any(call["complete"] for call in calls)  # else no result was seen
@@ -281,6 +278,5 @@ def propose(record: dict, sources: dict[str, str]) -> Proposal:
             _name_from_code(function, node)
     _name_across(functions)
     for key, function in functions.items():
-        _name_the_rest(function)
         _propose(key, function, proposal)
     return proposal

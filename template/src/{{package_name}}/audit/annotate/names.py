@@ -1,7 +1,6 @@
 """What a function's own code says of its parameters' axes: ``B, T, C = x.size()`` (or
 ``x.shape``, sliced, starred), ``batch = img.shape[0]``, ``x.size(-1)``, ``len(x)``, einops
-patterns and torch's einsum, up to the parameter's first reassignment (then another tensor).
-"""
+patterns and torch's einsum, up to the parameter's first reassignment (then another tensor)."""
 
 import ast
 import re
