@@ -52,13 +52,10 @@ def _walk(value: dict | None, path: Path, call: int, seen: Seen) -> None:
     """Adds a recorded value to ``seen``; a NamedTuple is checked as the tuple it is."""
     if value is None:  # the result of a call that raised
         return
-    if "tensor" in value:
-        seen[path].append(("tensor", call, tuple(value["tensor"]), _kind(value["dtype"])))
-        return
     items = value.get("list", value.get("tuple", value.get("items")))
-    kind = "list" if "list" in value else f"tuple:{len(items)}" if items is not None else ""
-    kind = kind or ("none" if "none" in value else f"other:{value.get('other')}")
-    seen[path].append((kind, call, (), ""))
+    kind = next((k for k in ("tensor", "list", "none") if k in value), "")
+    kind = kind or (f"tuple:{len(items)}" if items is not None else f"other:{value.get('other')}")
+    seen[path].append((kind, call, tuple(value.get("tensor", ())), _kind(value.get("dtype", ""))))
     for index, item in enumerate(items or ()):
         _walk(item, (*path, "*" if "list" in value else index), call, seen)
 
@@ -196,8 +193,7 @@ def _name_across(functions: dict[str, _Function]) -> None:
                     if len(names) == 1 and (name := names.pop()) not in taken:
                         offered.setdefault(name, functions[other].display)
                 if offered:
-                    name = min(offered)
-                    function.name(cluster, name, f"as in {offered[name]}")
+                    function.name(cluster, name := min(offered), f"as in {offered[name]}")
                     changed = True
 
 
@@ -236,9 +232,8 @@ def _propose(key: str, function: _Function, proposal: Proposal) -> None:
     ranks = function.ranks
     tensors = [(p,) for p in function.params if ranks.get((p,))]
     tensors = tensors or [path for path in ranks if path[0] == "return" and ranks[path]]
-    firsts = [function.cluster_of.get((path, 0)) for path in tensors]
-    head = firsts[0] if firsts and all(c is firsts[0] for c in firsts) else None
-    if head and head.name is None and len(head.seen) > 1:
+    firsts = {function.cluster_of.get((path, 0)) for path in tensors}
+    if len(firsts) == 1 and (head := firsts.pop()) and head.name is None and len(head.seen) > 1:
         function.name(head, "batch")
     for cluster in function.clusters:
         if cluster.name is None and len(cluster.seen) > 1 and cluster.sizes is not None:
