@@ -81,11 +81,13 @@ class _Function:
         self.params = [p for p in entry["params"] if p not in self.variadic]
         self.seen = self.walk(entry["calls"])
         self.ranks: dict[Path, int] = {}  # ~ the common trailing axes where the rank varied
+        self.positions: dict[Path, range] = {}  # of the axes: from the end where it varied
         order = [*self.params, "return"]
         for path in sorted(self.seen, key=lambda p: (order.index(p[0]), tuple(map(str, p)))):
             ranks = {len(shape) for kind, _, shape, _ in self.seen[path] if kind == "tensor"}
             if ranks:
-                self.ranks[path] = ranks.pop() if len(ranks) == 1 else ~min(ranks)
+                rank = self.ranks[path] = ranks.pop() if len(ranks) == 1 else ~min(ranks)
+                self.positions[path] = range(rank) if rank >= 0 else range(rank + 1, 0)
         self.clusters: list[_Cluster] = []
         for axis, by_call in self.axes(self.seen).items():
             self._place(axis, by_call)
@@ -105,7 +107,7 @@ class _Function:
         for path, rank in self.ranks.items():
             for kind, call, shape, _ in seen.get(path, ()):
                 fits = kind == "tensor" and (len(shape) == rank or ~len(shape) <= rank < 0)
-                for position in _positions(rank) if fits else ():
+                for position in self.positions[path] if fits else ():
                     found[path, position][call].add(shape[position])
         return found
 
@@ -131,10 +133,6 @@ class _Function:
         cluster.origin = origin and f"{_label(path)}: axis {position} '{name}' ({origin})"
 
 
-def _positions(rank: int) -> range:
-    return range(rank) if rank >= 0 else range(rank + 1, 0)
-
-
 def _label(path: Path) -> str:
     return str(path[0]) + "".join(f"[{part}]" for part in path[1:])
 
@@ -146,10 +144,9 @@ def _base(path: Path) -> str:
 
 def _name_from_code(function: _Function, node: ast.AST | None) -> None:
     for param, position, name, rank, how in facts(node, function.params):
-        have = function.ranks.get((param,))
-        if have is None or rank not in (None, have) or have > 0 and not -have <= position < have:
-            continue
-        cluster = function.cluster_of.get(((param,), position % have if have > 0 else position))
+        have = function.ranks.get((param,), 0)  # negative where the rank varied: from the end
+        position += have if have > 0 and position < 0 else 0
+        cluster = function.cluster_of.get(((param,), position)) if rank in (None, have) else None
         valid = name.isidentifier() and not keyword.iskeyword(name) and name[0] != "_"
         if cluster and cluster.name is None and valid and not _PLACEHOLDER.fullmatch(name):
             function.name(cluster, name, how)
@@ -206,7 +203,7 @@ def _render(function: _Function, path: Path) -> str | None:
             dtypes = {dtype for k, _, _, dtype in function.seen[path] if k == "tensor"}
             dtype = dtypes.pop() if len(dtypes) == 1 else "Shaped"  # mixed dtypes
             rank = function.ranks[path]
-            clusters = [function.cluster_of[(path, position)] for position in _positions(rank)]
+            clusters = [function.cluster_of[path, p] for p in function.positions[path]]
             dims = [c.name or str(next(iter(c.seen))) for c in clusters]
             # beartype checks one list item at random: sizes differing between items bind no name
             varied = any(c.sizes is None for c in clusters)
@@ -226,9 +223,8 @@ def _render(function: _Function, path: Path) -> str | None:
 
 
 def _propose(key: str, function: _Function, proposal: Proposal) -> None:
-    """Names the rest: ``batch`` for a varied leading axis every tensor argument shares (every
-    tensor result, where no argument held one), ``<param>_axis<i>`` for any other axis that
-    varied; then the annotations and the summary's lines."""
+    """``batch`` for a varied leading axis all tensor arguments share (all tensor results, where
+    no argument held one), ``<param>_axis<i>`` for other varied axes; then the annotations."""
     ranks = function.ranks
     tensors = [(p,) for p in function.params if ranks.get((p,))]
     tensors = tensors or [path for path in ranks if path[0] == "return" and ranks[path]]
@@ -248,8 +244,7 @@ def _propose(key: str, function: _Function, proposal: Proposal) -> None:
     stars = any("'tensor'" in repr(c["args"].get(s)) for c in calls for s in function.variadic)
     full = ran and None not in params.values() and not stars and (result or "return" not in holds)
     params = {p: text for p, text in params.items() if text}
-    if not ran:
-        proposal.incomplete.append(function.display)
+    proposal.incomplete += [function.display] * (not ran)
     if params or result:
         proposal.functions[key] = FunctionProposal(params, result, bool(full))
     display = function.display

@@ -10,19 +10,17 @@ Fact = tuple[str, int, str, int | None, str]
 
 _PATTERNS = {"rearrange", "reduce", "repeat", "parse_shape", "einsum"}
 Function = ast.FunctionDef | ast.AsyncFunctionDef
-_NESTED = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda
+_NESTED = Function | ast.ClassDef | ast.Lambda
 
 
 def definitions(tree: ast.AST, prefix: str = "") -> dict[str, Function]:
     """Every function of a module by its ``__qualname__``."""
     found: dict[str, Function] = {}
     for child in ast.iter_child_nodes(tree):
+        inner = f"{prefix}{child.name}." if isinstance(child, ast.ClassDef) else prefix
         if isinstance(child, Function):
-            found[prefix + child.name] = child
-            found.update(definitions(child, f"{prefix}{child.name}.<locals>."))
-        else:
-            inner = f"{prefix}{child.name}." if isinstance(child, ast.ClassDef) else prefix
-            found.update(definitions(child, inner))
+            found[prefix + child.name], inner = child, f"{prefix}{child.name}.<locals>."
+        found.update(definitions(child, inner))
     return found
 
 
