@@ -1,8 +1,7 @@
-"""From a record of calls and the sources, the jaxtyping annotation of every function that
-held tensors: it passes on sizes never recorded and refuses what no run showed. Axes share a
-name only if their sizes agreed in every call (``(N, 1)`` against ``(N,)`` stays apart); an
-axis that varied is named: from the code (names.py), from a caller's or callee's axis it
-tracked, then ``batch``, then ``<param>_axis<i>``; one that never varied is its size."""
+"""From recorded calls and the sources, the jaxtyping annotations that pass sizes never recorded
+and refuse what no run showed. Axes share a name only if their sizes agreed in every call
+(``(N, 1)`` against ``(N,)`` stays apart); an axis that varied is named from the code (names.py),
+then a tracked caller's or callee's axis, ``batch``, ``<param>_axis<i>``; a fixed one: its size."""
 
 import ast
 import functools
@@ -37,15 +36,14 @@ class Proposal:
 
 _PLACEHOLDER = re.compile(r"([a-z]|dim|axis)\d+", re.IGNORECASE)
 _BUILTINS = {"int", "float", "bool", "str", "bytes", "complex", "dict", "None"}
+_KINDS = {"bool": "Bool", "uint": "UInt", "int": "Int", "complex": "Complex", "float": "Float"}
 _ORDER = {"tensor": 0, "tuple": 1, "list": 2, "other": 3, "none": 4}
 
 
 def _kind(dtype: str) -> str:
     """jaxtyping's dtype class, never a precision (``Int`` is signed only: uint8 is ``UInt``)."""
-    for prefix, kind in ("bool", "Bool"), ("uint", "UInt"), ("int", "Int"), ("complex", "Complex"):
-        if dtype.startswith(prefix):
-            return kind
-    return "Float" if dtype.startswith(("float", "bfloat")) else "Shaped"
+    name = dtype.replace("bfloat", "float")
+    return next((kind for prefix, kind in _KINDS.items() if name.startswith(prefix)), "Shaped")
 
 
 def _walk(value: dict | None, path: Path, call: int, seen: Seen) -> None:
@@ -202,20 +200,18 @@ def _render(function: _Function, path: Path) -> str | None:
         if kind == "tensor":
             dtypes = {dtype for k, _, _, dtype in function.seen[path] if k == "tensor"}
             dtype = dtypes.pop() if len(dtypes) == 1 else "Shaped"  # mixed dtypes
-            rank = function.ranks[path]
             clusters = [function.cluster_of[path, p] for p in function.positions[path]]
             dims = [c.name or str(next(iter(c.seen))) for c in clusters]
             # beartype checks one list item at random: sizes differing between items bind no name
             varied = any(c.sizes is None for c in clusters)
-            text = "..." if varied else " ".join(["..."] * (rank < 0) + dims)
+            text = "..." if varied else " ".join(["..."] * (function.ranks[path] < 0) + dims)
             parts.append(f'{dtype}[Tensor, "{" " + text if text and " " not in text else text}"]')
         elif kind == "list":
             inner = _render(function, (*path, "*"))
             parts.append(inner and f"list[{inner}]")
         elif kind.startswith("tuple:"):
             items = [_render(function, (*path, i)) for i in range(int(kind[6:]))]
-            joined = None if None in items else ", ".join(map(str, items)) or "()"
-            parts.append(joined and f"tuple[{joined}]")
+            parts.append(None if None in items else f"tuple[{', '.join(map(str, items)) or '()'}]")
         else:  # None, or not a tensor: its builtin type; ``object`` inside a container
             name = "None" if kind == "none" else kind[6:]
             parts.append(name if name in _BUILTINS else "object" if len(path) > 1 else None)
@@ -238,16 +234,15 @@ def _propose(key: str, function: _Function, proposal: Proposal) -> None:
             function.name(cluster, f"{_base(path)}_{axis}")
     holds = {path[0] for path in ranks}
     params = {p: _render(function, (p,)) for p in function.params if p in holds}
-    calls = function.entry["calls"]
+    display, calls = function.display, function.entry["calls"]
     ran = any(call["complete"] for call in calls)  # else no result was seen
     result = _render(function, ("return",)) if "return" in holds else None
     stars = any("'tensor'" in repr(c["args"].get(s)) for c in calls for s in function.variadic)
     full = ran and None not in params.values() and not stars and (result or "return" not in holds)
     params = {p: text for p, text in params.items() if text}
-    proposal.incomplete += [function.display] * (not ran)
+    proposal.incomplete += [display] * (not ran)
     if params or result:
         proposal.functions[key] = FunctionProposal(params, result, bool(full))
-    display = function.display
     proposal.named_from_code += [f"{display} {c.origin}" for c in function.clusters if c.origin]
     fixed = [c for c in function.clusters if c.name is None and c.sizes is not None]
     literal = [f"{_label(p)} axis {i} = {next(iter(c.seen))}" for c in fixed for p, i in c.axes]

@@ -8,9 +8,7 @@ import re
 Fact = tuple[str, int, str, int | None, str]
 """(parameter, axis position (negative: from the end), name, the rank it needs or None, how)."""
 
-_PATTERNS = {"rearrange", "reduce", "repeat", "parse_shape", "einsum"}
 Function = ast.FunctionDef | ast.AsyncFunctionDef
-_NESTED = Function | ast.ClassDef | ast.Lambda
 
 
 def definitions(tree: ast.AST, prefix: str = "") -> dict[str, Function]:
@@ -42,7 +40,7 @@ def facts(function: ast.AST | None, params: list[str]) -> list[Fact]:
 def _own_nodes(nodes):
     """The nodes of a function's body: those of nested functions, classes and lambdas are theirs."""
     for node in nodes:
-        if not isinstance(node, _NESTED):
+        if not isinstance(node, Function | ast.ClassDef | ast.Lambda):
             yield node
             yield from _own_nodes(ast.iter_child_nodes(node))
 
@@ -57,8 +55,7 @@ def _shape_of(node: ast.AST, attribute: str = "shape") -> str | None:
 
 
 def _integer(node: ast.AST) -> int | None:
-    text = ast.unparse(node)  # 2, -1; anything else is no literal index
-    return int(text) if text.removeprefix("-").isdecimal() else None
+    return int(text) if (text := ast.unparse(node)).removeprefix("-").isdecimal() else None
 
 
 def _assigned(target: ast.AST, value: ast.AST) -> list[Fact]:
@@ -95,7 +92,7 @@ def _patterns(call: ast.Call) -> list[Fact]:
     composite ``(h d)`` is no single axis's name. torch's einsum names one letter each."""
     func = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
     texts = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-    if func not in _PATTERNS or not texts:
+    if func not in {"rearrange", "reduce", "repeat", "parse_shape", "einsum"} or not texts:
         return []
     eq_first = isinstance(call.args[0], ast.Constant)  # torch.einsum("bij,bjk->bik", x, y)
     operands = call.args[1:] if eq_first else call.args[:-1] if func == "einsum" else call.args[:1]
