@@ -14,6 +14,7 @@ from libcst.metadata import QualifiedNameProvider
 from ...run.errors import UserError
 from .infer import Proposal
 
+JAXTYPING = {"Float", "Int", "UInt", "Bool", "Complex", "Shaped"}  # what infer writes
 DECORATOR = cst.Decorator(cst.parse_expression("jaxtyped(typechecker=beartype)"))
 BARE = re.compile(r"(None\|)?(torch\.)?Tensor(\|None)?|(typing\.)?Optional\[(torch\.)?Tensor\]")
 
@@ -83,8 +84,7 @@ def plan(record: dict, proposal: Proposal, decorate: bool = False) -> tuple[dict
             raise UserError(f"{file}: {gone} is recorded but no longer defined there ({again})")
         texts = " ".join(text for done in editor.written.values() for text in done.values())
         used = set(re.findall(r"(?<![.\w])(?:\w+(?=\[)|Tensor\b)", texts))
-        names = used & proposal.jaxtyping_names.get(file, set())
-        needed = [ImportItem("jaxtyping", name) for name in sorted(names)]
+        needed = [ImportItem("jaxtyping", name) for name in sorted(used & JAXTYPING)]
         needed += [ImportItem("torch", "Tensor")] * ("Tensor" in used)
         if editor.decorated:
             needed += [ImportItem("jaxtyping", "jaxtyped"), ImportItem("beartype", "beartype")]

@@ -1,9 +1,7 @@
-"""From a record of calls and the sources, the jaxtyping annotation of every function that
-held tensors: it passes on sizes never recorded and refuses what no run showed. Axes share a
-name only if their sizes agreed in every call (``(N, 1)`` against ``(N,)`` stays apart); an
-axis that varied is named: from the code (names.py), from a caller's or callee's axis it
-tracked, then ``batch``, then ``<param>_axis<i>``; one that never varied is its size.
-"""
+"""From recorded calls and the sources, the jaxtyping annotations that pass sizes never recorded
+and refuse what no run showed. Axes share a name only if their sizes agreed in every call
+(``(N, 1)`` against ``(N,)`` stays apart); an axis that varied is named from the code (names.py),
+then a tracked caller's or callee's axis, ``batch``, ``<param>_axis<i>``; a fixed one: its size."""
 
 import ast
 import functools
@@ -30,7 +28,6 @@ class FunctionProposal:
 @dataclass
 class Proposal:
     functions: dict[str, FunctionProposal] = field(default_factory=dict)
-    jaxtyping_names: dict[str, set[str]] = field(default_factory=dict)
     named_from_code: list[str] = field(default_factory=list)
     literal_axes: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
@@ -39,28 +36,24 @@ class Proposal:
 
 _PLACEHOLDER = re.compile(r"([a-z]|dim|axis)\d+", re.IGNORECASE)
 _BUILTINS = {"int", "float", "bool", "str", "bytes", "complex", "dict", "None"}
+_KINDS = {"bool": "Bool", "uint": "UInt", "int": "Int", "complex": "Complex", "float": "Float"}
 _ORDER = {"tensor": 0, "tuple": 1, "list": 2, "other": 3, "none": 4}
 
 
 def _kind(dtype: str) -> str:
     """jaxtyping's dtype class, never a precision (``Int`` is signed only: uint8 is ``UInt``)."""
-    for prefix, kind in ("bool", "Bool"), ("uint", "UInt"), ("int", "Int"), ("complex", "Complex"):
-        if dtype.startswith(prefix):
-            return kind
-    return "Float" if dtype.startswith(("float", "bfloat")) else "Shaped"
+    name = dtype.replace("bfloat", "float")
+    return next((kind for prefix, kind in _KINDS.items() if name.startswith(prefix)), "Shaped")
 
 
 def _walk(value: dict | None, path: Path, call: int, seen: Seen) -> None:
     """Adds a recorded value to ``seen``; a NamedTuple is checked as the tuple it is."""
     if value is None:  # the result of a call that raised
         return
-    if "tensor" in value:
-        seen[path].append(("tensor", call, tuple(value["tensor"]), _kind(value["dtype"])))
-        return
     items = value.get("list", value.get("tuple", value.get("items")))
-    kind = "list" if "list" in value else f"tuple:{len(items)}" if items is not None else ""
-    kind = kind or ("none" if "none" in value else f"other:{value.get('other')}")
-    seen[path].append((kind, call, (), ""))
+    kind = next((k for k in ("tensor", "list", "none") if k in value), "")
+    kind = kind or (f"tuple:{len(items)}" if items is not None else f"other:{value.get('other')}")
+    seen[path].append((kind, call, tuple(value.get("tensor", ())), _kind(value.get("dtype", ""))))
     for index, item in enumerate(items or ()):
         _walk(item, (*path, "*" if "list" in value else index), call, seen)
 
@@ -84,27 +77,27 @@ class _Function:
         a = getattr(node, "args", None)
         self.variadic = {s.arg for s in (a.vararg, a.kwarg) if s} if a else set()  # left alone
         self.params = [p for p in entry["params"] if p not in self.variadic]
-        self.seen: Seen = defaultdict(list)
-        for call, observed in enumerate(entry["calls"]):
-            self.add(observed["args"], observed.get("result"), call, self.seen)
+        self.seen = self.walk(entry["calls"])
         self.ranks: dict[Path, int] = {}  # ~ the common trailing axes where the rank varied
-        for path in sorted(self.seen, key=self._order):
+        self.positions: dict[Path, range] = {}  # of the axes: from the end where it varied
+        order = [*self.params, "return"]
+        for path in sorted(self.seen, key=lambda p: (order.index(p[0]), tuple(map(str, p)))):
             ranks = {len(shape) for kind, _, shape, _ in self.seen[path] if kind == "tensor"}
             if ranks:
-                self.ranks[path] = ranks.pop() if len(ranks) == 1 else ~min(ranks)
+                rank = self.ranks[path] = ranks.pop() if len(ranks) == 1 else ~min(ranks)
+                self.positions[path] = range(rank) if rank >= 0 else range(rank + 1, 0)
         self.clusters: list[_Cluster] = []
         for axis, by_call in self.axes(self.seen).items():
             self._place(axis, by_call)
         self.cluster_of = {axis: c for c in self.clusters for axis in c.axes}
 
-    def add(self, args: dict, result: dict | None, call: int, seen: Seen) -> None:
-        for param in self.params:
-            _walk(args.get(param), (param,), call, seen)
-        _walk(result, ("return",), call, seen)
-
-    def _order(self, path: Path) -> tuple:
-        first = self.params.index(path[0]) if path[0] in self.params else len(self.params)
-        return first, tuple(map(str, path))
+    def walk(self, calls: list[dict]) -> Seen:
+        seen: Seen = defaultdict(list)
+        for call, observed in enumerate(calls):
+            for param in self.params:
+                _walk(observed["args"].get(param), (param,), call, seen)
+            _walk(observed.get("result"), ("return",), call, seen)
+        return seen
 
     def axes(self, seen: Seen) -> dict[Axis, dict[int, set[int]]]:
         """Each axis's sizes, call by call."""
@@ -112,24 +105,21 @@ class _Function:
         for path, rank in self.ranks.items():
             for kind, call, shape, _ in seen.get(path, ()):
                 fits = kind == "tensor" and (len(shape) == rank or ~len(shape) <= rank < 0)
-                for position in _positions(rank) if fits else ():
+                for position in self.positions[path] if fits else ():
                     found[path, position][call].add(shape[position])
         return found
 
     def _place(self, axis: Axis, by_call: dict[int, set[int]]) -> None:
-        seen = set().union(*by_call.values())
-        if any(len(sizes) > 1 for sizes in by_call.values()):
-            self.clusters.append(_Cluster([axis], None, seen))
-            return
-        sizes = {call: next(iter(s)) for call, s in by_call.items()}
-        for cluster in self.clusters:
-            common = sizes.keys() & (cluster.sizes or {}).keys()
-            if cluster.sizes and common and all(sizes[c] == cluster.sizes[c] for c in common):
+        seen, sizes = set().union(*by_call.values()), {c: min(s) for c, s in by_call.items()}
+        varied = any(len(s) > 1 for s in by_call.values())  # list items differed in a call
+        for cluster in () if varied else self.clusters:
+            theirs = cluster.sizes or {}  # that cluster's own dict, where it has sizes
+            if (both := sizes.keys() & theirs.keys()) and all(sizes[c] == theirs[c] for c in both):
                 cluster.axes.append(axis)
-                cluster.sizes.update(sizes)
+                theirs.update(sizes)
                 cluster.seen |= seen
                 return
-        self.clusters.append(_Cluster([axis], sizes, seen))
+        self.clusters.append(_Cluster([axis], None if varied else sizes, seen))
 
     def name(self, cluster: _Cluster, name: str, origin: str = "") -> None:
         """Names ``cluster``; a name another axis of the signature has takes a suffix."""
@@ -139,10 +129,6 @@ class _Function:
             name += "_"
         cluster.name = name
         cluster.origin = origin and f"{_label(path)}: axis {position} '{name}' ({origin})"
-
-
-def _positions(rank: int) -> range:
-    return range(rank) if rank >= 0 else range(rank + 1, 0)
 
 
 def _label(path: Path) -> str:
@@ -156,10 +142,9 @@ def _base(path: Path) -> str:
 
 def _name_from_code(function: _Function, node: ast.AST | None) -> None:
     for param, position, name, rank, how in facts(node, function.params):
-        have = function.ranks.get((param,))
-        if have is None or rank not in (None, have) or have > 0 and not -have <= position < have:
-            continue
-        cluster = function.cluster_of.get(((param,), position % have if have > 0 else position))
+        have = function.ranks.get((param,), 0)  # negative where the rank varied: from the end
+        position += have if have > 0 and position < 0 else 0
+        cluster = function.cluster_of.get(((param,), position)) if rank in (None, have) else None
         valid = name.isidentifier() and not keyword.iskeyword(name) and name[0] != "_"
         if cluster and cluster.name is None and valid and not _PLACEHOLDER.fullmatch(name):
             function.name(cluster, name, how)
@@ -175,11 +160,8 @@ def _name_across(functions: dict[str, _Function]) -> None:
             other = functions.get(caller.get("function", ""))
             if other is None or other is function:
                 continue
-            mine, theirs = defaultdict(list), defaultdict(list)
-            function.add(observed["args"], observed.get("result"), 0, mine)
-            other.add(caller["args"], None, 0, theirs)
-            sides = ((function, mine), (other, theirs))
-            pair = [{a: s[0] for a, s in f.axes(v).items()} for f, v in sides]
+            sides = ((function, observed), (other, caller))  # a caller has no result
+            pair = [{a: s[0] for a, s in f.axes(f.walk([c])).items()} for f, c in sides]
             links[key][caller["function"]].append(pair)
             links[caller["function"]][key].append(pair[::-1])
 
@@ -206,29 +188,11 @@ def _name_across(functions: dict[str, _Function]) -> None:
                     if len(names) == 1 and (name := names.pop()) not in taken:
                         offered.setdefault(name, functions[other].display)
                 if offered:
-                    name = min(offered)
-                    function.name(cluster, name, f"as in {offered[name]}")
+                    function.name(cluster, name := min(offered), f"as in {offered[name]}")
                     changed = True
 
 
-def _name_the_rest(function: _Function) -> None:
-    """``batch`` for a varied leading axis every tensor argument shares (every tensor result,
-    where no argument held one); then ``<param>_axis<i>`` for any other axis that varied."""
-    ranks = function.ranks
-    tensors = [(p,) for p in function.params if ranks.get((p,))]
-    tensors = tensors or [path for path in ranks if path[0] == "return" and ranks[path]]
-    firsts = [function.cluster_of.get((path, 0)) for path in tensors]
-    head = firsts[0] if firsts and all(c is firsts[0] for c in firsts) else None
-    if head and head.name is None and len(head.seen) > 1:
-        function.name(head, "batch")
-    for cluster in function.clusters:
-        if cluster.name is None and len(cluster.seen) > 1 and cluster.sizes is not None:
-            path, position = cluster.axes[0]
-            axis = f"axis{position}" if position >= 0 else f"axis_neg{-position}"
-            function.name(cluster, f"{_base(path)}_{axis}")
-
-
-def _render(function: _Function, path: Path, classes: set[str]) -> str | None:
+def _render(function: _Function, path: Path) -> str | None:
     """The annotation of what was seen at ``path``, or None where none would be sound."""
     parts: list[str | None] = []
     kinds = {kind for kind, *_ in function.seen.get(path, ())}
@@ -236,22 +200,18 @@ def _render(function: _Function, path: Path, classes: set[str]) -> str | None:
         if kind == "tensor":
             dtypes = {dtype for k, _, _, dtype in function.seen[path] if k == "tensor"}
             dtype = dtypes.pop() if len(dtypes) == 1 else "Shaped"  # mixed dtypes
-            rank = function.ranks[path]
-            clusters = [function.cluster_of[(path, position)] for position in _positions(rank)]
+            clusters = [function.cluster_of[path, p] for p in function.positions[path]]
             dims = [c.name or str(next(iter(c.seen))) for c in clusters]
-            if any(c.sizes is None for c in clusters):
-                dims = ["..."]  # beartype checks one list item picked at random, at the
-                # arguments and again at the result: sizes that differ between items bind no name
-            text = " ".join(["..."] * (rank < 0 and dims != ["..."]) + dims)
+            # beartype checks one list item at random: sizes differing between items bind no name
+            varied = any(c.sizes is None for c in clusters)
+            text = "..." if varied else " ".join(["..."] * (function.ranks[path] < 0) + dims)
             parts.append(f'{dtype}[Tensor, "{" " + text if text and " " not in text else text}"]')
-            classes.add(dtype)
         elif kind == "list":
-            inner = _render(function, (*path, "*"), classes)
+            inner = _render(function, (*path, "*"))
             parts.append(inner and f"list[{inner}]")
         elif kind.startswith("tuple:"):
-            items = [_render(function, (*path, i), classes) for i in range(int(kind[6:]))]
-            joined = None if None in items else ", ".join(map(str, items)) or "()"
-            parts.append(joined and f"tuple[{joined}]")
+            items = [_render(function, (*path, i)) for i in range(int(kind[6:]))]
+            parts.append(None if None in items else f"tuple[{', '.join(map(str, items)) or '()'}]")
         else:  # None, or not a tensor: its builtin type; ``object`` inside a container
             name = "None" if kind == "none" else kind[6:]
             parts.append(name if name in _BUILTINS else "object" if len(path) > 1 else None)
@@ -259,20 +219,30 @@ def _render(function: _Function, path: Path, classes: set[str]) -> str | None:
 
 
 def _propose(key: str, function: _Function, proposal: Proposal) -> None:
-    holds, classes = {path[0] for path in function.ranks}, set()
-    params = {p: _render(function, (p,), classes) for p in function.params if p in holds}
-    calls = function.entry["calls"]
-    ran = any(call["complete"] for call in calls)  # and so has a result
-    result = _render(function, ("return",), classes) if ran and "return" in holds else None
+    """``batch`` for a varied leading axis all tensor arguments share (all tensor results, where
+    no argument held one), ``<param>_axis<i>`` for other varied axes; then the annotations."""
+    ranks = function.ranks
+    tensors = [(p,) for p in function.params if ranks.get((p,))]
+    tensors = tensors or [path for path in ranks if path[0] == "return" and ranks[path]]
+    firsts = {function.cluster_of.get((path, 0)) for path in tensors}
+    if len(firsts) == 1 and (head := firsts.pop()) and head.name is None and len(head.seen) > 1:
+        function.name(head, "batch")
+    for cluster in function.clusters:
+        if cluster.name is None and len(cluster.seen) > 1 and cluster.sizes is not None:
+            path, position = cluster.axes[0]
+            axis = f"axis{position}" if position >= 0 else f"axis_neg{-position}"
+            function.name(cluster, f"{_base(path)}_{axis}")
+    holds = {path[0] for path in ranks}
+    params = {p: _render(function, (p,)) for p in function.params if p in holds}
+    display, calls = function.display, function.entry["calls"]
+    ran = any(call["complete"] for call in calls)  # else no result was seen
+    result = _render(function, ("return",)) if "return" in holds else None
     stars = any("'tensor'" in repr(c["args"].get(s)) for c in calls for s in function.variadic)
     full = ran and None not in params.values() and not stars and (result or "return" not in holds)
     params = {p: text for p, text in params.items() if text}
-    if not ran:
-        proposal.incomplete.append(function.display)
+    proposal.incomplete += [display] * (not ran)
     if params or result:
         proposal.functions[key] = FunctionProposal(params, result, bool(full))
-        proposal.jaxtyping_names.setdefault(function.entry["file"], set()).update(classes)
-    display = function.display
     proposal.named_from_code += [f"{display} {c.origin}" for c in function.clusters if c.origin]
     fixed = [c for c in function.clusters if c.name is None and c.sizes is not None]
     literal = [f"{_label(p)} axis {i} = {next(iter(c.seen))}" for c in fixed for p, i in c.axes]
@@ -293,6 +263,5 @@ def propose(record: dict, sources: dict[str, str]) -> Proposal:
             _name_from_code(function, node)
     _name_across(functions)
     for key, function in functions.items():
-        _name_the_rest(function)
         _propose(key, function, proposal)
     return proposal

@@ -1,7 +1,6 @@
 """What a function's own code says of its parameters' axes: ``B, T, C = x.size()`` (or
 ``x.shape``, sliced, starred), ``batch = img.shape[0]``, ``x.size(-1)``, ``len(x)``, einops
-patterns and torch's einsum, up to the parameter's first reassignment (then another tensor).
-"""
+patterns and torch's einsum, up to the parameter's first reassignment (then another tensor)."""
 
 import ast
 import re
@@ -9,21 +8,17 @@ import re
 Fact = tuple[str, int, str, int | None, str]
 """(parameter, axis position (negative: from the end), name, the rank it needs or None, how)."""
 
-_PATTERNS = {"rearrange", "reduce", "repeat", "parse_shape", "einsum"}
 Function = ast.FunctionDef | ast.AsyncFunctionDef
-_NESTED = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda
 
 
 def definitions(tree: ast.AST, prefix: str = "") -> dict[str, Function]:
     """Every function of a module by its ``__qualname__``."""
     found: dict[str, Function] = {}
     for child in ast.iter_child_nodes(tree):
-        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-            found[prefix + child.name] = child
-            found.update(definitions(child, f"{prefix}{child.name}.<locals>."))
-        else:
-            inner = f"{prefix}{child.name}." if isinstance(child, ast.ClassDef) else prefix
-            found.update(definitions(child, inner))
+        inner = f"{prefix}{child.name}." if isinstance(child, ast.ClassDef) else prefix
+        if isinstance(child, Function):
+            found[prefix + child.name], inner = child, f"{prefix}{child.name}.<locals>."
+        found.update(definitions(child, inner))
     return found
 
 
@@ -45,31 +40,22 @@ def facts(function: ast.AST | None, params: list[str]) -> list[Fact]:
 def _own_nodes(nodes):
     """The nodes of a function's body: those of nested functions, classes and lambdas are theirs."""
     for node in nodes:
-        if not isinstance(node, _NESTED):
+        if not isinstance(node, Function | ast.ClassDef | ast.Lambda):
             yield node
             yield from _own_nodes(ast.iter_child_nodes(node))
 
 
-def _param(node: ast.AST, attribute: str) -> str | None:
-    """``p`` for ``p.<attribute>``."""
+def _shape_of(node: ast.AST, attribute: str = "shape") -> str | None:
+    """``p`` for ``p.shape`` or ``p.size()``; for ``p.size`` where ``attribute`` is "size"."""
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        node, attribute = node.func, "size"
     if isinstance(node, ast.Attribute) and node.attr == attribute:
         return getattr(node.value, "id", None)
     return None
 
 
-def _shape_of(node: ast.AST) -> str | None:
-    """``p`` for ``p.shape`` or ``p.size()``."""
-    if isinstance(node, ast.Call) and not node.args and not node.keywords:
-        return _param(node.func, "size")
-    return _param(node, "shape")
-
-
 def _integer(node: ast.AST) -> int | None:
-    try:
-        value = ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError):
-        return None
-    return value if type(value) is int else None
+    return int(text) if (text := ast.unparse(node)).removeprefix("-").isdecimal() else None
 
 
 def _assigned(target: ast.AST, value: ast.AST) -> list[Fact]:
@@ -80,7 +66,7 @@ def _assigned(target: ast.AST, value: ast.AST) -> list[Fact]:
             param, index = _shape_of(value.value), _integer(value.slice)
         elif isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords:
             is_len = isinstance(value.func, ast.Name) and value.func.id == "len"
-            param = getattr(value.args[0], "id", None) if is_len else _param(value.func, "size")
+            param = getattr(value.args[0], "id", None) if is_len else _shape_of(value.func, "size")
             index = 0 if is_len else _integer(value.args[0])
         return [(param, index, target.id, None, how)] if param and index is not None else []
     if not isinstance(target, ast.Tuple):
@@ -106,7 +92,7 @@ def _patterns(call: ast.Call) -> list[Fact]:
     composite ``(h d)`` is no single axis's name. torch's einsum names one letter each."""
     func = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
     texts = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-    if func not in _PATTERNS or not texts:
+    if func not in {"rearrange", "reduce", "repeat", "parse_shape", "einsum"} or not texts:
         return []
     eq_first = isinstance(call.args[0], ast.Constant)  # torch.einsum("bij,bjk->bik", x, y)
     operands = call.args[1:] if eq_first else call.args[:-1] if func == "einsum" else call.args[:1]
