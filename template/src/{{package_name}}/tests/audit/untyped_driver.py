@@ -4,6 +4,7 @@ run theirs), or with one shape bug planted at a function boundary (``--plant``).
 import argparse
 
 import torch
+from einops import rearrange
 from untyped_model import TinyGPT
 from untyped_rl import Agent, policy_loss, value_loss
 
@@ -32,7 +33,7 @@ obs = torch.randn(args.envs, 4 if args.plant != "obs" else 5)
 action, logprob, entropy, value = agent.get_action_and_value(obs)
 _, newlogprob, _, newvalue = agent.get_action_and_value(obs, action)
 returns = torch.randn(args.envs)
-advantages = returns - agent.get_value(obs).flatten()
-values = newvalue.flatten() if args.plant != "column" else newvalue
+advantages = returns - rearrange(agent.get_value(obs), "b 1 -> b")
+values = rearrange(newvalue, "b 1 -> b") if args.plant != "column" else newvalue
 loss = policy_loss(advantages, (newlogprob - logprob).exp(), 0.2) + value_loss(values, returns)
 print(f"trained, loss {loss.item():.3f}")

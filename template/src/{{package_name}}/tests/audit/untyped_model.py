@@ -69,7 +69,8 @@ class TinyGPT(nn.Module):
         logits = self.head(x)
         if targets is None:
             return Output(logits, None)
-        return Output(logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten()))
+        flat = rearrange(logits, "b t v -> (b t) v"), rearrange(targets, "b t -> (b t)")
+        return Output(logits, F.cross_entropy(*flat))
 
     @torch.no_grad()
     def generate(self, idx, steps):
