@@ -155,7 +155,8 @@ def _import_problems(project: Path) -> list[str]:
                 continue
             for module in modules:
                 top = module.split(".")[0]
-                if top in sys.stdlib_module_names or top in own:
+                beside = (path.parent / f"{top}.py").is_file()  # a script's sibling module
+                if top in sys.stdlib_module_names or top in own or beside:
                     continue
                 distribution = DISTRIBUTION.get(top, top).lower()
                 if distribution not in (for_tests if test_time else runtime):
