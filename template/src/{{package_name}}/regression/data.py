@@ -123,7 +123,7 @@ class RegressionData(L.LightningDataModule):
         """``--data.predict_csv`` in chunks, encoded as the checkpoint's model says."""
         assert self.predict_csv is not None, "the CLI refuses a predict without the file"
         hp = checkpoint_hparams(self.trainer)
-        encoding = Encoding(hp["feature_columns"], hp["categories"] or {})
+        encoding = Encoding(hp.feature_columns, hp.categories or {})
         return DataLoader(PredictChunks(self.predict_csv, encoding, self.options), batch_size=None)
 
 

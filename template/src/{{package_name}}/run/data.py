@@ -11,6 +11,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.utilities.parsing import AttributeDict
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from ..core.shapes import Float, Int, Tensor
@@ -96,13 +97,13 @@ class ShardBatches(DistributedSampler):
         return math.ceil(self.num_samples / self.batch_size)
 
 
-def checkpoint_hparams(trainer: L.Trainer | None) -> dict[str, Any]:
+def checkpoint_hparams(trainer: L.Trainer | None) -> AttributeDict:
     """The hyperparameters of the model a predict run built from its checkpoint, which say
     what columns to read and how: the data module asks the trainer, not the model's class."""
     model = trainer.lightning_module if trainer else None
     if model is None or not model.hparams.get("feature_columns"):
         raise UserError("the checkpoint does not say which columns its model reads")
-    return dict(model.hparams)
+    return AttributeDict(model.hparams)  # read as attributes: hp.feature_columns
 
 
 def predictions_csv(trainer: L.Trainer) -> Path:

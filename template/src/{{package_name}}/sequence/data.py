@@ -235,7 +235,7 @@ class SequenceData(L.LightningDataModule):
     def predict_dataloader(self) -> DataLoader:
         """The predict table's sequences, in the table's order, each with its position."""
         assert self.predict_csv is not None
-        columns = checkpoint_hparams(self.trainer)["feature_columns"]
+        columns = checkpoint_hparams(self.trainer).feature_columns
         self.predicted_names, steps, _, _ = read_sequences(
             self.predict_csv, self.sequence, self.order, None, self.missing, columns
         )
