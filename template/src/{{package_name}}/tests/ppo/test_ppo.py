@@ -68,7 +68,7 @@ def test_short_bf16_fit_writes_the_summary_and_a_weights_only_checkpoint(tmp_pat
     # Built-in types only: it loads weights_only (its state: test_ppo_ddp.py's resume test).
     last = tmp_path / "checkpoints" / "last.ckpt"
     loaded = PPOModule.load_from_checkpoint(last, weights_only=True).hparams
-    assert (loaded.learning_rate, loaded.gamma, loaded.update_epochs) == (0.005, 0.99, 1)
+    assert (loaded.learning_rate, loaded.gamma, loaded.update_epochs) == (0.015, 0.99, 1)
     assert (loaded.solved_return, loaded.hidden_sizes) == (475, [64, 64])
 
 
