@@ -4,6 +4,7 @@ Update tests render from ``template_snapshot``, a committed copy of the working 
 from this checkout: see its docstring.
 """
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,6 +16,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = sorted(path.stem for path in (ROOT / "configs").glob("*.yml"))
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One intra-op thread in every test process, its xdist workers and every suite or
+    command line it starts: torch's default of every core, on cores that two suites share,
+    slows a small fit many times over."""
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def git(cwd: Path, *args: str) -> str:

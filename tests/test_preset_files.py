@@ -77,8 +77,10 @@ ANY_EXAMPLE = [
     f"{PACKAGE}/run/data.py",
     f"{PACKAGE}/run/errors.py",
     f"{PACKAGE}/run/ranges.py",
+    f"{PACKAGE}/run/threads.py",
     f"{PACKAGE}/run/tracking.py",
     f"{TESTS}/test_run_files.py",
+    f"{TESTS}/test_threads.py",
     f"{TESTS}/test_tracking.py",
     f"{TESTS}/test_user_mistakes.py",
 ]

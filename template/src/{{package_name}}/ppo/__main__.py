@@ -33,9 +33,12 @@ def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> P
     """Run the subcommand in ``args`` (default: the command line) with extra ``callbacks``."""
     # One epoch is one pass over the rollout stream: the whole budget; the module logs once
     # per rollout, so every step is logged.
-    added = [PPOReporting(), *callbacks]
     return PPOCLI.launch(
-        PPOModule, None, (), added, args, __package__, max_epochs=1, log_every_n_steps=1
+        model_class=PPOModule,
+        callbacks=[PPOReporting(), *callbacks],
+        args=args,
+        package=__package__,
+        trainer_defaults={"max_epochs": 1, "log_every_n_steps": 1},
     )
 
 

@@ -13,6 +13,7 @@ import torch
 from ..run.checkpoints import check_fits, check_hyperparameters, read
 from ..run.cli import OneLineErrorParser, check_writable
 from ..run.errors import UserError, user_errors
+from ..run.threads import chosen
 from .evaluate import evaluate
 from .module import PPOModule
 
@@ -58,8 +59,7 @@ def enjoy(
     hp = module.hparams
     episodes = episodes or int(hp.eval_episodes)
     seed = int(hp.eval_seed) if seed is None else seed
-    if hp.torch_threads:
-        torch.set_num_threads(hp.torch_threads)  # as in training, for the same sums
+    torch.set_num_threads(chosen(hp.torch_threads))  # as in training, for the same sums
     greedy = evaluate(module.agent, hp.env_id, episodes, seed)
     torch.manual_seed(seed)
     sampled = evaluate(module.agent, hp.env_id, episodes, seed, deterministic=False)

@@ -112,7 +112,7 @@ class PPOModule(L.LightningModule):
         eval_episodes: ranges.PositiveInt = 10,
         eval_seed: ranges.NonNegativeInt = 10_000_000,
         solved_return: float | None = None,
-        torch_threads: ranges.PositiveInt | None = 1,
+        torch_threads: ranges.PositiveInt | None = None,
         compile: bool = False,
         compile_backend: str = "inductor",
     ) -> None:
@@ -145,7 +145,8 @@ class PPOModule(L.LightningModule):
             eval_seed: Seed of every evaluation's environments; ``ppo.enjoy`` replays with it.
             solved_return: summary.json's ``steps_to_solved`` is the env step at which the
                 mean of the last 20 training episodes first reaches it.
-            torch_threads: Intra-op threads (one is fastest for small MLPs on a CPU).
+            torch_threads: CPU threads of this process's ops; none: ``OMP_NUM_THREADS``,
+                else 1 (run/threads.py says why).
             compile: Run the actor and critic through ``torch.compile``, shapes still checked.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` starts quickly.
         """
@@ -174,10 +175,6 @@ class PPOModule(L.LightningModule):
         if compile:
             self.agent.compile_networks(backend=compile_backend)
         self.collector: RolloutCollector | None = None
-
-    def setup(self, stage: str) -> None:
-        if self.hparams.torch_threads:
-            torch.set_num_threads(self.hparams.torch_threads)
 
     @property
     def num_rollouts(self) -> int:

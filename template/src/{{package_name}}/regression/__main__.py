@@ -20,8 +20,14 @@ class RegressionCLI(DataExampleCLI):
 
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> RegressionCLI:
     """Run the subcommand in ``args`` (default: the command line) with extra ``callbacks``."""
-    metrics, added = ("val_r2", "val_mae", "val_loss"), [PredictionWriter(), *callbacks]
-    return RegressionCLI.launch(RegressionModule, RegressionData, metrics, added, args, __package__)
+    return RegressionCLI.launch(
+        model_class=RegressionModule,
+        data_class=RegressionData,
+        summary_metrics=("val_r2", "val_mae", "val_loss"),
+        callbacks=[PredictionWriter(), *callbacks],
+        args=args,
+        package=__package__,
+    )
 
 
 if __name__ == "__main__":

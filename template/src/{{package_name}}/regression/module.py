@@ -34,6 +34,7 @@ class RegressionModule(L.LightningModule):
         feature_std: list[ranges.PositiveFloat] | None = None,
         feature_columns: list[str] | None = None,
         categories: dict[str, list[str]] | None = None,
+        torch_threads: ranges.PositiveInt | None = None,
         compile: bool = False,
         compile_backend: str = "inductor",
     ) -> None:
@@ -47,6 +48,8 @@ class RegressionModule(L.LightningModule):
             weight_decay: AdamW weight decay.
             feature_mean: Training-split mean of each input column (none: 0).
             feature_std: Its standard deviation (none: 1).
+            torch_threads: CPU threads of this process's ops; none: ``OMP_NUM_THREADS``,
+                else 1 (run/threads.py says why).
             compile: Run the network through ``torch.compile``; its shapes stay checked at
                 the compiled boundary.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation

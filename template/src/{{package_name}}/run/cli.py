@@ -23,6 +23,7 @@ from .data import per_process
 from .errors import UserError, user_errors
 from .guards import BroadcastGuardCallback, NonFiniteLocator
 from .summary import RunSummary
+from .threads import CpuThreads
 from .tracking import link_logs_to_run_root
 
 
@@ -138,19 +139,21 @@ class ExampleCLI(LightningCLI):
     @classmethod
     def launch(
         cls: type[C],
+        *,
         model_class: type,
-        data_class: type | None,
-        metrics: Sequence[str],
-        callbacks: Sequence[Callback],
-        args: list[str] | None,
+        data_class: type | None = None,
+        summary_metrics: Sequence[str] = (),
+        callbacks: Sequence[Callback] = (),
+        args: list[str] | None = None,
         package: str | None,
-        **trainer_defaults: Any,
+        trainer_defaults: dict[str, Any] | None = None,
     ) -> C:
         """Run the subcommand in ``args`` (default: the command line) as ``python -m
-        <package>``, with a run summary of ``metrics``, ``callbacks`` and the guards, and
-        destroy the process group that a DDP run leaves behind."""
+        <package>``, with a run summary of ``summary_metrics``, the CPU threads, ``callbacks``
+        and the guards, and destroy the process group that a DDP run leaves behind."""
         guards = [BroadcastGuardCallback(cls.guarded_steps), NonFiniteLocator()]
-        trainer_defaults["callbacks"] = [RunSummary(metrics=metrics), *callbacks, *guards]
+        first = [RunSummary(metrics=summary_metrics), CpuThreads()]
+        trainer_defaults = {**(trainer_defaults or {}), "callbacks": [*first, *callbacks, *guards]}
         with user_errors(), quiet_third_parties(*cls.notices):
             try:
                 return cls(

@@ -45,8 +45,14 @@ class SequenceCLI(DataExampleCLI):
 
 def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> SequenceCLI:
     """Run the subcommand in ``args`` (default: the command line) with extra ``callbacks``."""
-    metrics, added = ("val_accuracy", "val_loss"), [PredictionWriter("epoch"), *callbacks]
-    return SequenceCLI.launch(SequenceClassifier, SequenceData, metrics, added, args, __package__)
+    return SequenceCLI.launch(
+        model_class=SequenceClassifier,
+        data_class=SequenceData,
+        summary_metrics=("val_accuracy", "val_loss"),
+        callbacks=[PredictionWriter("epoch"), *callbacks],
+        args=args,
+        package=__package__,
+    )
 
 
 if __name__ == "__main__":

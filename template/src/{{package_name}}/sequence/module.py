@@ -102,6 +102,7 @@ class SequenceClassifier(L.LightningModule):
         dropout: ranges.ClosedOpenUnitInterval = 0.1,
         learning_rate: ranges.PositiveFloat = 1e-3,
         weight_decay: ranges.NonNegativeFloat = 0.01,
+        torch_threads: ranges.PositiveInt | None = None,
         compile: bool = False,
         compile_backend: str = "inductor",
     ) -> None:
@@ -119,6 +120,8 @@ class SequenceClassifier(L.LightningModule):
             dropout: Dropout in attention and in each block's MLP, while training.
             learning_rate: Peak AdamW learning rate, cosine-annealed to zero.
             weight_decay: AdamW weight decay.
+            torch_threads: CPU threads of this process's ops; none: ``OMP_NUM_THREADS``,
+                else 1 (run/threads.py says why).
             compile: Run the encoder through ``torch.compile``; its shapes stay checked at
                 the compiled boundary.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation.

@@ -1,6 +1,7 @@
 """A sweep's worker: a module of its own, which a spawned worker process imports."""
 
 import argparse
+import os
 import time
 import warnings
 
@@ -66,8 +67,11 @@ def work(options: argparse.Namespace, search: SearchSpace, fit: trial.Main, work
             if to_start(study, options.trials) <= 0:
                 study.stop()
 
-        threads = torch.get_num_threads()
+        # One thread per worker, for each trial's fit too (it takes OMP_NUM_THREADS where
+        # --model.torch_threads is not given); the process gets its own back at the end.
+        threads, exported = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
         torch.set_num_threads(1)
+        os.environ["OMP_NUM_THREADS"] = "1"
         try:
             while storage.finished(study) < options.trials:
                 left = to_start(study, options.trials)
@@ -83,6 +87,10 @@ def work(options: argparse.Namespace, search: SearchSpace, fit: trial.Main, work
                 )
         finally:
             torch.set_num_threads(threads)
+            if exported is None:
+                del os.environ["OMP_NUM_THREADS"]
+            else:
+                os.environ["OMP_NUM_THREADS"] = exported
 
 
 def to_start(study: optuna.Study, trials: int) -> int:

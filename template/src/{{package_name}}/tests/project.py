@@ -68,10 +68,9 @@ NOTICES = ("tensorboardX", "LeafSpec", "litlogger")
 
 def fit_summary(example: str, config: Path, args: list[str], root: Path) -> dict:
     """``summary.json`` of ``python -m <package>.<example> fit --config CONFIG ARGS`` under
-    ``root``; a run that exits non-zero, or prints one of the ``NOTICES``, fails. It has one
-    intra-op thread, as PPO and DDP do: on busy cores two slow a small network's fit."""
+    ``root``; a run that exits non-zero, or prints one of the ``NOTICES``, fails."""
     command = ["fit", "--config", str(config), f"--trainer.default_root_dir={root}", *args]
-    returncode, lines = run_example(example, command, root, {"OMP_NUM_THREADS": "1"})
+    returncode, lines = run_example(example, command, root)
     assert returncode == 0, "\n".join(lines[-30:])
     noise = [line for line in lines if any(word in line for word in NOTICES)]
     assert not noise, "\n".join(noise)

@@ -38,6 +38,7 @@ MISTAKES: dict[str, dict[str, list[str] | str]] = {
         "sequence": ["--data.batch_size=0"],
         "ppo": "no data module: a minibatch is the rollout over num_minibatches, an int >= 1",
     },
+    "zero_threads": dict.fromkeys(EXAMPLES, ["--model.torch_threads=0"]),
     "open_ended_run": dict.fromkeys(EXAMPLES, ["--trainer.max_epochs=-1"]),
     "missing_file": {
         "regression": ["--data.target=y", "--data.csv_path={tmp}/missing.csv"],

@@ -42,9 +42,8 @@ exec {sys.executable} "$@"
 
 
 def environment() -> dict[str, str]:
-    """This source tree importable, and one torch thread per process (what DDP gives each
-    process, and all that 2 CI cores hold)."""
-    return child_environment({"OMP_NUM_THREADS": "1"})
+    """This source tree importable."""
+    return child_environment()
 
 
 def free_port() -> int:

@@ -40,7 +40,7 @@ def _logged(root: Path, name: str) -> dict[int, float]:
 def test_ddp_ranks_collect_different_rollouts_and_count_steps_globally(tmp_path: Path) -> None:
     ddp = ["--trainer.strategy=ddp", "--trainer.devices=2", "--model.total_env_steps=1024"]
     args = _args(tmp_path, *ddp)
-    returncode, lines = run_example("ppo", args, tmp_path, {"OMP_NUM_THREADS": "1"})
+    returncode, lines = run_example("ppo", args, tmp_path)
     # A run whose processes ended with different parameters raises at its end.
     assert returncode == 0, "\n".join(lines[-30:])
 

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,14 +27,6 @@ FIT = ["fit", "--seed_everything=0", *DATA, *MODEL, *TRAINER]
 pytestmark = pytest.mark.slow  # every test here runs the CLI in child processes
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _args(root: Path, *extra: str) -> list[str]:
     return [*FIT, f"--trainer.default_root_dir={root}", *extra]
 
@@ -51,7 +42,7 @@ def test_ddp_val_r2_is_exact_and_close_to_one_process(tmp_path: Path) -> None:
     main(_args(tmp_path / "single", *budget))
     single = _summary(tmp_path / "single")
     args = _args(tmp_path / "ddp", *budget, *DDP)
-    returncode, lines = run_example("regression", args, tmp_path, {"OMP_NUM_THREADS": "1"})
+    returncode, lines = run_example("regression", args, tmp_path)
     assert returncode == 0, "\n".join(lines[-30:])
     ddp = _summary(tmp_path / "ddp")
     assert ddp["processes"] == 2
@@ -85,7 +76,7 @@ def test_kill_9_then_ckpt_path_last_finishes_the_same_run(tmp_path: Path) -> Non
 
     crashed = tmp_path / "crashed"
     command = [sys.executable, "-m", f"{PACKAGE}.regression", *_args(crashed, *budget)]
-    env = child_environment({"OMP_NUM_THREADS": "1"})
+    env = child_environment()
     with (tmp_path / "crashed_output.txt").open("w") as output:  # a pipe left unread could fill
         child = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 90

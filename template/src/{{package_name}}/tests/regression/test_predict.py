@@ -130,7 +130,7 @@ def test_a_million_rows_are_predicted_in_chunks(checkpoint: Path, tmp_path: Path
     csv.write_text("a,b,city\n" + block * 1000)
     args = _predict_args(checkpoint, csv, tmp_path, "--trainer.logger=false")
     command = [sys.executable, "-c", CHILD.replace("PACKAGE", PACKAGE), *args]
-    environment = child_environment({"OMP_NUM_THREADS": "1"})
+    environment = child_environment()
     done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert float(done.stdout.strip().splitlines()[-1]) < 1024  # MiB of peak memory growth

@@ -339,15 +339,10 @@ def test_a_planted_attention_bug_trained_in_the_examples_budget(
     to the end costs less than 0.1 of val_accuracy: the metric misses it too."""
     (owner, name), replacement = PLANTED[bug]
     monkeypatch.setattr(owner, name, replacement)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the shipped fit runs
-    try:
-        if TRAINED[bug] == "locator":
-            with pytest.raises(NonFiniteError, match="attention"):
-                _fit(tmp_path)
-            return
-        planted = _fit(tmp_path)
-    finally:
-        torch.set_num_threads(threads)
+    if TRAINED[bug] == "locator":
+        with pytest.raises(NonFiniteError, match="attention"):
+            _fit(tmp_path)
+        return
+    planted = _fit(tmp_path)
     drop = shipped_fit["val_accuracy"] - planted["val_accuracy"]
     assert drop < 0.1, f"val_accuracy fell by {drop:.4f}: the metric catches {bug}"

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import optuna
 import pytest
-import torch
 import yaml
 from optuna.trial import TrialState
 
@@ -83,13 +82,8 @@ def test_sweep_of_three_trials_leaves_best_yaml_that_reproduces_the_best_trial(
     assert best["model"]["hidden_sizes"] == json.loads(study.best_params["model.hidden_sizes"])
     assert "default_root_dir" not in best["trainer"]
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the trial ran
-    try:
-        args = ["fit", "--config", str(CONFIG), "--config", str(folder / "best.yaml")]
-        regression_main([*args, f"--trainer.default_root_dir={tmp_path / 'again'}"])
-    finally:
-        torch.set_num_threads(threads)
+    args = ["fit", "--config", str(CONFIG), "--config", str(folder / "best.yaml")]
+    regression_main([*args, f"--trainer.default_root_dir={tmp_path / 'again'}"])
     assert _summary(tmp_path / "again")["val_r2"] == pytest.approx(study.best_value, abs=1e-3)
 
 
@@ -181,7 +175,7 @@ def test_worker_killed_mid_trial_fails_that_trial_and_a_rerun_reaches_the_total(
     worker = subprocess.Popen(
         [sys.executable, "-m", f"{PACKAGE}.sweep", *args],
         cwd=tmp_path,
-        env=child_environment({"OMP_NUM_THREADS": "1"}),
+        env=child_environment(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
