@@ -1,5 +1,5 @@
-"""The PPO example end to end: the CLI, autoreset handling, summary.json, and the seed's
-RL bug injected into a real training run."""
+"""The PPO example end to end: the CLI, autoreset handling, summary.json, and column
+advantages injected into a real training run."""
 
 import csv
 import inspect
@@ -130,20 +130,20 @@ def test_pendulum_config_runs_under_fast_dev_run(tmp_path: Path, vectorization: 
 
 
 def _column_advantages(log_prob, old_log_prob, advantages, clip_coef):
-    """The seed's RL bug: advantages reach the loss as (N, 1)."""
+    """The bug under test: advantages reach the loss as (N, 1), against (N,) log-probs."""
     column = rearrange(advantages, "batch -> batch 1")
     return clipped_surrogate_loss(log_prob, old_log_prob, column, clip_coef)
 
 
 @pytest.mark.cli
-def test_seed_rl_bug_raises_inside_training(tmp_path: Path, monkeypatch) -> None:
+def test_column_advantages_raise_inside_training(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
     with pytest.raises(TypeCheckError, match="advantages"):
         _fit(tmp_path, "--model.total_env_steps=1024")
 
 
 @pytest.mark.cli
-def test_seed_rl_bug_unchecked_is_still_caught_by_the_broadcast_guard(
+def test_unchecked_column_advantages_are_still_caught_by_the_broadcast_guard(
     tmp_path: Path, monkeypatch
 ) -> None:
     """With annotations off, the example's BroadcastGuardCallback still stops the run in
@@ -155,7 +155,7 @@ def test_seed_rl_bug_unchecked_is_still_caught_by_the_broadcast_guard(
 
 @pytest.mark.cli
 @pytest.mark.no_broadcast_guard
-def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> None:
+def test_unchecked_column_advantages_learn_far_less(tmp_path: Path, monkeypatch) -> None:
     # Two rollouts are enough: with (N, 1) advantages every action gets the same credit
     # (the loss's gradient for each log-prob is -mean(A)/N), so the buggy run's return stays
     # at its initial policy's while the correct one's climbs.
@@ -167,7 +167,9 @@ def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> N
     with checks_disabled():
         buggy = _fit(tmp_path / "buggy", *budget)
     returns = correct["eval_return_mean"], buggy["eval_return_mean"]
-    print(f"\nPPO seed bug at {budget[0]}: eval return correct {returns[0]}, buggy {returns[1]}")
+    print(
+        f"\ncolumn advantages at {budget[0]}: eval return correct {returns[0]}, buggy {returns[1]}"
+    )
     assert returns[0] >= 2 * returns[1]
 
 
