@@ -37,10 +37,12 @@ def _fit(root: Path, *extra: str, config: str = "ppo.yaml") -> dict:
     return json.loads(summary_path.read_text())
 
 
-def _collector(num_envs: int, num_steps: int, max_episode_steps: int | None = None):
+def _collector(num_envs: int, max_episode_steps: int | None = None) -> RolloutCollector:
     envs = make_vector_env("CartPole-v1", num_envs, max_episode_steps=max_episode_steps)
     agent = ActorCritic(4, envs.single_action_space)  # type: ignore[arg-type]
-    return RolloutCollector(envs, agent, num_steps, 0.99, 0.95, 1.0, seed=0)
+    return RolloutCollector(
+        envs=envs, agent=agent, gamma=0.99, gae_lambda=0.95, reward_scale=1.0, seed=0
+    )
 
 
 @pytest.mark.cli
@@ -74,7 +76,7 @@ def test_short_bf16_fit_writes_the_summary_and_a_weights_only_checkpoint(tmp_pat
 
 def test_steps_to_solved_is_read_off_the_rolling_20_episode_mean() -> None:
     module = PPOModule(solved_return=100.0)
-    module.collector = _collector(num_envs=1, num_steps=1)
+    module.collector = _collector(num_envs=1)
     # Ten episodes return 50, then every one 500. The 20-episode mean first reaches 100 at
     # the 20th episode (mean 275; fewer than 20 never count).
     counts = range(1, 41)
@@ -99,15 +101,15 @@ def test_each_config_sets_every_hyperparameter(config: str) -> None:
 def test_rollouts_hold_no_fake_transition_at_autoreset() -> None:
     # An untrained CartPole policy ends an episode every ~20 steps. With gymnasium's
     # default autoreset, the step after each end would be a fake transition with reward 0.
-    collector = _collector(num_envs=4, num_steps=128)
-    rollout = collector.collect()
+    collector = _collector(num_envs=4)
+    rollout = collector.collect(num_steps=128)
     assert rollout.terminated.sum() >= 8
     assert torch.all(rollout.rewards == 1.0)
     assert len(collector.episodes.returns) == int(rollout.terminated.sum())
 
 
 def test_truncation_bootstraps_from_the_final_observation() -> None:
-    rollout = _collector(num_envs=2, num_steps=12, max_episode_steps=5).collect()
+    rollout = _collector(num_envs=2, max_episode_steps=5).collect(num_steps=12)
     cut = rollout.truncated & ~rollout.terminated
     assert cut.any()
     ongoing = ~(rollout.terminated | rollout.truncated)[:-1]
