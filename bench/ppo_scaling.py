@@ -47,11 +47,13 @@ def cell(package: str, env_id: str, num_envs: int, vectorization: str) -> dict[s
             env_rates.append(num_steps * num_envs / (time.perf_counter() - tick))
         space = envs.single_action_space
         agent = agent_module.ActorCritic(int(np.prod(envs.single_observation_space.shape)), space)
-        collector = rollout_module.RolloutCollector(envs, agent, num_steps, 0.99, 0.95, 1.0, 0)
+        collector = rollout_module.RolloutCollector(
+            envs=envs, agent=agent, gamma=0.99, gae_lambda=0.95, reward_scale=1.0, seed=0
+        )
         rollout_rates = []
         for _ in range(REPEATS + 1):
             tick = time.perf_counter()
-            collector.collect()
+            collector.collect(num_steps)
             rollout_rates.append(num_steps * num_envs / (time.perf_counter() - tick))
     finally:
         envs.close()

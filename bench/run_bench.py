@@ -7,7 +7,7 @@ machine's noise falls on both; the figures are medians. Usage (``nox -s bench --
 both sets)::
 
     python bench/run_bench.py PROJECT_DIR PACKAGE [--seeds tune|report|both|0,1,2]
-        [--no-seed-bug] [FIT OVERRIDES, e.g. --model.update_epochs=20]
+        [--no-column-advantages] [FIT OVERRIDES, e.g. --model.update_epochs=20]
 """
 
 import argparse
@@ -128,19 +128,19 @@ def run_set(
     return all(targets.values())
 
 
-def seed_bug(project: Path, package: str, seed: int) -> None:
+def column_advantages(project: Path, package: str, seed: int) -> None:
     bug = _json_line(
         [
             sys.executable,
-            str(HERE / "ppo_seed_bug.py"),
+            str(HERE / "ppo_column_advantages.py"),
             package,
             "configs/ppo.yaml",
-            str(project / "runs" / "bench" / "seed_bug"),
+            str(project / "runs" / "bench" / "column_advantages"),
             str(seed),
         ],
         project,
     )
-    print(f"\nseed bug, (N, 1) advantages, seed {seed}:")
+    print(f"\ncolumn advantages, (N, 1) against (N,), seed {seed}:")
     print(f"  checks on:  {bug['checked_error']}")
     print(f"  checks off, BroadcastGuardCallback on: {bug['guard_error']}")
     unchecked = bug["unchecked"]
@@ -155,7 +155,9 @@ def main() -> None:
     parser.add_argument("project", type=Path)
     parser.add_argument("package")
     parser.add_argument("--seeds", default="both", help="tune, report, both or 0,1,2")
-    parser.add_argument("--no-seed-bug", action="store_true", help="skip the seed-bug run")
+    parser.add_argument(
+        "--no-column-advantages", action="store_true", help="skip the column-advantages run"
+    )
     arguments, overrides = parser.parse_known_args()
     project = arguments.project.resolve()
     named = {"tune": TUNE_SEEDS, "report": REPORT_SEEDS}
@@ -169,8 +171,8 @@ def main() -> None:
         print(f"fit overrides: {overrides}")
     for name, seeds in sets:
         run_set(name, seeds, project, arguments.package, overrides)
-    if not arguments.no_seed_bug:
-        seed_bug(project, arguments.package, sets[0][1][0])
+    if not arguments.no_column_advantages:
+        column_advantages(project, arguments.package, sets[0][1][0])
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ CORE = [
     f"{TESTS}/test_behaviour.py",
     f"{TESTS}/test_nets.py",
     f"{TESTS}/test_nonfinite_locator_unit.py",
-    f"{TESTS}/test_seed_bug.py",
+    f"{TESTS}/test_column_target.py",
     f"{TESTS}/test_shape_bug_catalog.py",
     f"{TESTS}/test_shapes.py",
     f"{TESTS}/test_shape_memo.py",

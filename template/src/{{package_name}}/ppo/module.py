@@ -11,6 +11,7 @@ process's). Evaluations and summary.json's PPO keys are ``reporting.PPOReporting
 import os
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import closing
 
 import gymnasium as gym
 import lightning as L
@@ -208,15 +209,19 @@ class PPOModule(L.LightningModule):
         processes, hp = self.trainer.world_size, self.hparams
         if processes > 1:
             torch.manual_seed(seed)
-        envs = make_vector_env(hp.env_id, hp.num_envs, hp.vectorization)
-        done = self.rollouts_done * self.rollout_size * processes  # env steps before this fit
-        settings = (hp.num_steps, hp.gamma, hp.gae_lambda, hp.reward_scale, seed, processes, done)
-        self.collector = collector = RolloutCollector(envs, self.agent, *settings)
-        try:
+        with closing(make_vector_env(hp.env_id, hp.num_envs, hp.vectorization)) as envs:
+            self.collector = collector = RolloutCollector(
+                envs=envs,
+                agent=self.agent,
+                gamma=hp.gamma,
+                gae_lambda=hp.gae_lambda,
+                reward_scale=hp.reward_scale,
+                seed=seed,
+                processes=processes,
+                env_steps=self.rollouts_done * self.rollout_size * processes,  # before this fit
+            )
             for _ in range(self.rollouts_done, self.num_rollouts):
-                yield collector.collect().samples()
-        finally:
-            envs.close()
+                yield collector.collect(hp.num_steps).samples()
 
     def training_step(self, batch: Samples, batch_idx: int) -> None:
         optimizer, collector, hp = self.optimizers(), self.collector, self.hparams

@@ -76,14 +76,13 @@ class Episodes:
     lengths: list[int] = field(default_factory=list)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class RolloutCollector:
     """Steps ``envs`` with ``agent`` and keeps the episode bookkeeping between rollouts;
     ``processes`` collect in lockstep (DDP), and a resumed run's count starts at ``env_steps``."""
 
     envs: VectorEnv
     agent: ActorCritic
-    num_steps: int
     gamma: float
     gae_lambda: float
     reward_scale: float
@@ -105,12 +104,12 @@ class RolloutCollector:
         return torch.as_tensor(array, dtype=torch.float32, device=self.device)
 
     @torch.no_grad()
-    def collect(self) -> Rollout:
+    def collect(self, num_steps: int) -> Rollout:
         """Step every environment ``num_steps`` times, then score the rollout in one batch:
         only sampling needs the policy step by step."""
         steps = []  # (observation, action, reward, terminated, truncated) of each step
         cuts = []  # (step, env, final observation) of each truncated episode's end
-        for t in range(self.num_steps):
+        for t in range(num_steps):
             tick = time.perf_counter()
             action = self.agent.sample(self.observation)
             tock = time.perf_counter()

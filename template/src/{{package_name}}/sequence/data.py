@@ -199,10 +199,9 @@ class SequenceData(L.LightningDataModule):
         self.classes = sorted(set(labels), key=str)
         index = {label: position for position, label in enumerate(self.classes)}
         val, train = self._split([index[label] for label in labels], val_fraction, path)
-        share = 100 * len(val) / len(labels)  # a percent format would end in Jinja's tag
         rank_zero_info(
             f"{path}: {len(labels)} sequences of {len(self.classes)} classes, {len(val)} "
-            f"({share:.1f}%) held out for validation, each class split on its own"
+            f"({100 * len(val) / len(labels):.1f}%) held out for validation, stratified by class"
         )
         self.num_features = len(self.feature_columns)
         training_steps = torch.cat([steps[i] for i in train])

@@ -28,8 +28,8 @@ def test_losses_match_torch_on_correct_shapes(rows: int) -> None:
 
 @settings(deadline=None)  # the first call builds the check; timing is not under test
 @given(batch=st.integers(min_value=1, max_value=64))
-def test_mse_refuses_the_seeds_column_target_at_any_batch_size(batch: int) -> None:
-    # The seed's bug in one line, the habit to copy: (N, 1) against (N,) raises, N = 1 too.
+def test_mse_refuses_a_column_target_at_any_batch_size(batch: int) -> None:
+    # The column-target bug, the habit to copy: (N, 1) against (N,) raises, N = 1 too.
     with pytest.raises(TypeCheckError, match="target"):
         mse_loss(torch.randn(batch), torch.randn(batch, 1))
 

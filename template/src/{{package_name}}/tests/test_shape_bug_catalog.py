@@ -26,7 +26,7 @@ SHORT_NAMES |= {"masks": "test_masks.py"}
 def _log_likelihood(
     mean: Float[Tensor, " batch"], action: Float[Tensor, " batch"]
 ) -> Float[Tensor, " batch"]:
-    """One log-probability per row: the annotation the seed's ``Normal`` bug violates."""
+    """One log-probability per row: the annotation ``Normal(mu (N, 1))`` violates."""
     return Normal(mean, 1.0).log_prob(action)
 
 

@@ -23,7 +23,7 @@ class Case:
 
 
 CATALOG: dict[str, Case] = {
-    "the seed's regression loss": Case(
+    "a column target in a regression loss": Case(
         """import torch
 import torch.nn.functional as F
 
@@ -42,7 +42,7 @@ print(f"loss {loss.item():.3f}")
         "loss = F.mse_loss(prediction, y)",
         "loss = F.mse_loss(prediction, y.squeeze(-1))",
     ),
-    "the seed's RL advantages": Case(
+    "column advantages in a policy loss": Case(
         """import torch
 
 logits = torch.randn(32, 2, requires_grad=True)
@@ -259,5 +259,5 @@ for iteration in range(args.iterations):
     print(f"iteration {iteration}: reward per step {rewards.mean():.3f}")
 envs.close()
 """
-"""A single-file PPO for CartPole, clean; ``test_ppo_audit.py`` plants the seed's bugs in it
+"""A single-file PPO for CartPole, clean; ``test_ppo_audit.py`` plants two bugs in it
 (typed ``str``, so that pyright lets a test look up a line of it built at run time)."""

@@ -87,7 +87,7 @@ def test_annotations_from_two_runs_pass_new_sizes_and_refuse_planted_bugs(
     gpt, rl = (runpy.run_path(str(tmp_path / name)) for name in SOURCES)
     model, agent = gpt["TinyGPT"](11, 16, 4, 1, 16), rl["Agent"](4, 2)
     idx, obs = torch.randint(11, (2, 5)), torch.randn(3, 4)
-    with pytest.raises(TypeCheckError):  # the seed's bug: the critic's column
+    with pytest.raises(TypeCheckError):  # the critic's (N, 1) column
         rl["value_loss"](agent.get_value(obs), torch.randn(3))
     with pytest.raises(TypeCheckError):  # targets one step short
         model(idx, idx[:, 1:])

@@ -141,7 +141,7 @@ def test_max_seconds_stops_a_long_run_and_reports_what_was_seen(
 def test_a_script_on_an_attention_library_reports_only_its_bugs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Clean, it reports nothing. The seed's bug in the user's own loss is at the user's
+    """Clean, it reports nothing. A column target in the user's own loss is at the user's
     line; a bug that stretches inside x-transformers is reported there, with the library's
     name and the user's call."""
     script = str(tmp_path / "train.py")

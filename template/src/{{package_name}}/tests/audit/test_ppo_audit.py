@@ -17,7 +17,7 @@ PLANTED = {
     "newvalue = critic(b_obs[mb_inds]).view(-1)": "newvalue = critic(b_obs[mb_inds])",
     "mb_advantages = b_advantages[mb_inds]\n": "mb_advantages = b_advantages[mb_inds][:, None]\n",
 }
-"""The seed's two bugs: the critic's ``(N, 1)`` column, and ``(N, 1)`` advantages."""
+"""Two bugs: the critic's ``(N, 1)`` column, and ``(N, 1)`` advantages."""
 
 
 def _audit(folder: Path, script: str) -> tuple[int, list[dict[str, object]]]:

@@ -1,7 +1,7 @@
 """Bad PPO input is refused before training, in one line: ``error: <what is wrong>``, exit
 status 2, no traceback (the real command line's status: ``test_run_files.py``). Each row of
 ``ROWS`` is one mistake and the pattern of that line. A shape error during training keeps its
-traceback: ``test_ppo.py::test_seed_rl_bug_raises_inside_training``."""
+traceback: ``test_ppo.py::test_column_advantages_raise_inside_training``."""
 
 import re
 from pathlib import Path

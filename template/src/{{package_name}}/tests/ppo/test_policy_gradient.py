@@ -1,5 +1,5 @@
-"""The policy-gradient objectives: hand-computed GAE, zero diagnostics at ratio 1, and the
-seed's RL bug (advantages of shape (N, 1)) refused."""
+"""The policy-gradient objectives: hand-computed GAE, zero diagnostics at ratio 1, and
+column advantages (shape (N, 1) against (N,)) refused."""
 
 import pytest
 import torch
@@ -83,7 +83,7 @@ def test_every_objective_works_at_batch_size_one() -> None:
     assert all(torch.isfinite(value).all() for value in values)
 
 
-def test_seed_rl_bug_column_advantages_raise_naming_argument_and_shapes() -> None:
+def test_column_advantages_raise_naming_argument_and_shapes() -> None:
     log_prob, advantages = torch.randn(6), torch.randn(6, 1)
     with pytest.raises(TypeCheckError) as error:
         pg.clipped_surrogate_loss(log_prob, log_prob.detach(), advantages, 0.2)

@@ -1,5 +1,5 @@
-"""The PPO example end to end: the CLI, autoreset handling, summary.json, and the seed's
-RL bug injected into a real training run."""
+"""The PPO example end to end: the CLI, autoreset handling, summary.json, and column
+advantages injected into a real training run."""
 
 import csv
 import inspect
@@ -37,10 +37,12 @@ def _fit(root: Path, *extra: str, config: str = "ppo.yaml") -> dict:
     return json.loads(summary_path.read_text())
 
 
-def _collector(num_envs: int, num_steps: int, max_episode_steps: int | None = None):
+def _collector(num_envs: int, max_episode_steps: int | None = None) -> RolloutCollector:
     envs = make_vector_env("CartPole-v1", num_envs, max_episode_steps=max_episode_steps)
     agent = ActorCritic(4, envs.single_action_space)  # type: ignore[arg-type]
-    return RolloutCollector(envs, agent, num_steps, 0.99, 0.95, 1.0, seed=0)
+    return RolloutCollector(
+        envs=envs, agent=agent, gamma=0.99, gae_lambda=0.95, reward_scale=1.0, seed=0
+    )
 
 
 @pytest.mark.cli
@@ -74,7 +76,7 @@ def test_short_bf16_fit_writes_the_summary_and_a_weights_only_checkpoint(tmp_pat
 
 def test_steps_to_solved_is_read_off_the_rolling_20_episode_mean() -> None:
     module = PPOModule(solved_return=100.0)
-    module.collector = _collector(num_envs=1, num_steps=1)
+    module.collector = _collector(num_envs=1)
     # Ten episodes return 50, then every one 500. The 20-episode mean first reaches 100 at
     # the 20th episode (mean 275; fewer than 20 never count).
     counts = range(1, 41)
@@ -99,15 +101,15 @@ def test_each_config_sets_every_hyperparameter(config: str) -> None:
 def test_rollouts_hold_no_fake_transition_at_autoreset() -> None:
     # An untrained CartPole policy ends an episode every ~20 steps. With gymnasium's
     # default autoreset, the step after each end would be a fake transition with reward 0.
-    collector = _collector(num_envs=4, num_steps=128)
-    rollout = collector.collect()
+    collector = _collector(num_envs=4)
+    rollout = collector.collect(num_steps=128)
     assert rollout.terminated.sum() >= 8
     assert torch.all(rollout.rewards == 1.0)
     assert len(collector.episodes.returns) == int(rollout.terminated.sum())
 
 
 def test_truncation_bootstraps_from_the_final_observation() -> None:
-    rollout = _collector(num_envs=2, num_steps=12, max_episode_steps=5).collect()
+    rollout = _collector(num_envs=2, max_episode_steps=5).collect(num_steps=12)
     cut = rollout.truncated & ~rollout.terminated
     assert cut.any()
     ongoing = ~(rollout.terminated | rollout.truncated)[:-1]
@@ -130,20 +132,20 @@ def test_pendulum_config_runs_under_fast_dev_run(tmp_path: Path, vectorization: 
 
 
 def _column_advantages(log_prob, old_log_prob, advantages, clip_coef):
-    """The seed's RL bug: advantages reach the loss as (N, 1)."""
+    """The bug under test: advantages reach the loss as (N, 1), against (N,) log-probs."""
     column = rearrange(advantages, "batch -> batch 1")
     return clipped_surrogate_loss(log_prob, old_log_prob, column, clip_coef)
 
 
 @pytest.mark.cli
-def test_seed_rl_bug_raises_inside_training(tmp_path: Path, monkeypatch) -> None:
+def test_column_advantages_raise_inside_training(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(ppo_module, "clipped_surrogate_loss", _column_advantages)
     with pytest.raises(TypeCheckError, match="advantages"):
         _fit(tmp_path, "--model.total_env_steps=1024")
 
 
 @pytest.mark.cli
-def test_seed_rl_bug_unchecked_is_still_caught_by_the_broadcast_guard(
+def test_unchecked_column_advantages_are_still_caught_by_the_broadcast_guard(
     tmp_path: Path, monkeypatch
 ) -> None:
     """With annotations off, the example's BroadcastGuardCallback still stops the run in
@@ -155,7 +157,7 @@ def test_seed_rl_bug_unchecked_is_still_caught_by_the_broadcast_guard(
 
 @pytest.mark.cli
 @pytest.mark.no_broadcast_guard
-def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> None:
+def test_unchecked_column_advantages_learn_far_less(tmp_path: Path, monkeypatch) -> None:
     # Two rollouts are enough: with (N, 1) advantages every action gets the same credit
     # (the loss's gradient for each log-prob is -mean(A)/N), so the buggy run's return stays
     # at its initial policy's while the correct one's climbs.
@@ -167,7 +169,9 @@ def test_seed_rl_bug_unchecked_learns_far_less(tmp_path: Path, monkeypatch) -> N
     with checks_disabled():
         buggy = _fit(tmp_path / "buggy", *budget)
     returns = correct["eval_return_mean"], buggy["eval_return_mean"]
-    print(f"\nPPO seed bug at {budget[0]}: eval return correct {returns[0]}, buggy {returns[1]}")
+    print(
+        f"\ncolumn advantages at {budget[0]}: eval return correct {returns[0]}, buggy {returns[1]}"
+    )
     assert returns[0] >= 2 * returns[1]
 
 

@@ -1,6 +1,6 @@
-"""The bug this project exists for, reproduced: a ``(N, 1)`` target against ``(N,)``
-predictions. With checks on it raises at the loss; with checks off it trains a model that
-only predicts the mean. ``pytest -s -k seed_bug`` prints the measured table.
+"""The column-target bug this project exists for, reproduced: a ``(N, 1)`` target against
+``(N,)`` predictions. With checks on it raises at the loss; with checks off it trains a model
+that only predicts the mean. ``pytest -s -k unchecked_column_target`` prints both R².
 """
 
 import subprocess
@@ -58,7 +58,7 @@ def test_unchecked_column_target_learns_only_the_mean() -> None:
     with pytest.raises(TypeCheckError):
         mse_loss(torch.randn(3), torch.randn(3, 1))
     print(
-        f"\nseed bug, {TRAIN_STEPS} full-batch Adam steps: R² correct {correct:.3f}, "
+        f"\ncolumn target, {TRAIN_STEPS} full-batch Adam steps: R² correct {correct:.3f}, "
         f"R² with (N, 1) target and checks off {buggy:.3f}"
     )
     assert correct > 0.9
