@@ -38,7 +38,8 @@ def main(args: list[str] | None = None, callbacks: Sequence[Callback] = ()) -> P
         callbacks=[PPOReporting(), *callbacks],
         args=args,
         package=__package__,
-        trainer_defaults={"max_epochs": 1, "log_every_n_steps": 1},
+        max_epochs=1,
+        log_every_n_steps=1,
     )
 
 

@@ -146,8 +146,7 @@ class PPOModule(L.LightningModule):
             eval_seed: Seed of every evaluation's environments; ``ppo.enjoy`` replays with it.
             solved_return: summary.json's ``steps_to_solved`` is the env step at which the
                 mean of the last 20 training episodes first reaches it.
-            torch_threads: CPU threads of this process's ops; none: ``OMP_NUM_THREADS``,
-                else 1 (run/threads.py says why).
+            torch_threads: CPU threads; none: ``OMP_NUM_THREADS``, else 1 (run/threads.py).
             compile: Run the actor and critic through ``torch.compile``, shapes still checked.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` starts quickly.
         """

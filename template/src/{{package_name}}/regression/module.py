@@ -48,8 +48,7 @@ class RegressionModule(L.LightningModule):
             weight_decay: AdamW weight decay.
             feature_mean: Training-split mean of each input column (none: 0).
             feature_std: Its standard deviation (none: 1).
-            torch_threads: CPU threads of this process's ops; none: ``OMP_NUM_THREADS``,
-                else 1 (run/threads.py says why).
+            torch_threads: CPU threads; none: ``OMP_NUM_THREADS``, else 1 (run/threads.py).
             compile: Run the network through ``torch.compile``; its shapes stay checked at
                 the compiled boundary.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation

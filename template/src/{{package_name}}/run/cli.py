@@ -146,14 +146,14 @@ class ExampleCLI(LightningCLI):
         callbacks: Sequence[Callback] = (),
         args: list[str] | None = None,
         package: str | None,
-        trainer_defaults: dict[str, Any] | None = None,
+        **trainer_defaults: Any,
     ) -> C:
         """Run the subcommand in ``args`` (default: the command line) as ``python -m
         <package>``, with a run summary of ``summary_metrics``, the CPU threads, ``callbacks``
         and the guards, and destroy the process group that a DDP run leaves behind."""
         guards = [BroadcastGuardCallback(cls.guarded_steps), NonFiniteLocator()]
         first = [RunSummary(metrics=summary_metrics), CpuThreads()]
-        trainer_defaults = {**(trainer_defaults or {}), "callbacks": [*first, *callbacks, *guards]}
+        trainer_defaults["callbacks"] = [*first, *callbacks, *guards]
         with user_errors(), quiet_third_parties(*cls.notices):
             try:
                 return cls(

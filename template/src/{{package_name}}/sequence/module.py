@@ -120,8 +120,7 @@ class SequenceClassifier(L.LightningModule):
             dropout: Dropout in attention and in each block's MLP, while training.
             learning_rate: Peak AdamW learning rate, cosine-annealed to zero.
             weight_decay: AdamW weight decay.
-            torch_threads: CPU threads of this process's ops; none: ``OMP_NUM_THREADS``,
-                else 1 (run/threads.py says why).
+            torch_threads: CPU threads; none: ``OMP_NUM_THREADS``, else 1 (run/threads.py).
             compile: Run the encoder through ``torch.compile``; its shapes stay checked at
                 the compiled boundary.
             compile_backend: ``torch.compile`` backend; ``aot_eager`` skips code generation.

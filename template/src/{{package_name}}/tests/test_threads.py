@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ..run.errors import UserError
-from ..run.threads import DEFAULT, chosen
+from ..run.threads import chosen
 from .project import EXAMPLES, QUIET, example_main
 
 
@@ -23,7 +23,7 @@ def test_without_option_or_environment_a_run_takes_one_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert chosen(None) == DEFAULT == 1
+    assert chosen(None) == 1
 
 
 @pytest.mark.parametrize("exported", ["0", "-2", "two"])
