@@ -1,42 +1,26 @@
 """Find the silent broadcast: ``with BroadcastGuard():`` raises :class:`BroadcastError` at the
-first elementwise operation that stretches *every* operand, such as ``(N, 1) - (N,)`` ->
-``(N, N)`` inside an untyped helper that no annotation sees. ``BroadcastGuard(on_stretch=f)`` calls
-``f(stretch)`` instead and lets the program go on. One-sided broadcasting (a bias, a scalar, a
-column, an attention mask) passes; ``einsum``, ``matmul``, ``torch.outer`` and code that an
-installed package generates from an expression (``einx.add("b i, b j -> b i j", x, y)``) are
-never checked: each names every axis of its result, as an outer product should. This file
-imports only torch and the standard library, so that it can be copied into any PyTorch code.
+first elementwise op that stretches *every* operand, as ``(N, 1) - (N,)`` -> ``(N, N)`` does
+inside an untyped helper; ``BroadcastGuard(on_stretch=f)`` calls ``f(stretch)`` and goes on.
+Imports only torch and the standard library: copy it into any PyTorch code.
 
-Index grids and masks are the exception. A *constant* holds values the program states
-rather than reads: ``ones``, ``zeros``, ``full``, and a float tensor of Python numbers
-(``torch.tensor([0.5, 0.25])``, ALiBi's slopes; data turned into numbers, ``x.tolist()``,
-looks the same, so a constant excuses nothing but a stretch against a grid). An *index grid*
-descends from ``arange``, ``linspace``, ``logspace``, ``eye``, or ``tril``/``triu`` of a
-constant, through calls whose tensor inputs were all grids or constants; writing data into
-it (``grid[i] = x``, ``copy_``, ``normal_``) makes it data again. A *mask* is what comparing
-a grid with data makes, and what combining masks and grids makes. Everything else is data,
-and constants among themselves count as data too. A stretch of every operand passes only
-when it builds a grid or a mask:
+While a guard is on it follows where tensors came from. A *grid* descends from ``arange``,
+``linspace``, ``logspace``, ``eye`` or ``tril``/``triu`` of a constant; a *constant* is stated
+(``ones``, ``full``, a tensor of Python numbers); a *mask* compares a grid with anything;
+writing data into a grid (``copy_``, ``grid[i] = x``) makes it data. The rest is data.
 
-- its operands are grids and constants, at least one a grid: relative positions
-  ``pos[None, :] - pos[:, None]``, the causal mask, sinusoidal angles, ALiBi's
-  ``slopes[:, None, None] * distance[None]``;
-- it compares a grid with anything (the padding mask ``arange(T)[None, :] < lengths[:, None]``,
-  a one-hot ``labels[:, None] == arange(C)``), or is integer arithmetic with a grid
-  (position ids ``start[:, None] + arange(T)``);
-- it combines booleans with ``&``, ``|`` or ``^`` that are all grids or masks
-  (``causal & padding``, query padding ``(B, T, 1)`` with key padding ``(B, 1, S)``), or all
-  the same elements of one tensor with other axes (``m[:, :, None] & m[:, None, :]``; two
-  slices of one buffer, ``flags[:, 0:1] | flags[:, 1]``, are not).
+| passes | example |
+| --- | --- |
+| one operand stretched: a bias, scalar, column or mask | ``x (N, F) + b (F,)`` |
+| ``einsum``, ``matmul``, ``outer``, a package's code | ``einx.add("b i, b j -> b i j", x, y)`` |
+| grids and constants, at least one a grid | ``pos[None, :] - pos[:, None]`` |
+| a grid compared with anything, or int math on one | ``arange(T)[None] < lengths[:, None]`` |
+| booleans: all grids or masks, or a tensor with itself | ``m[..., None] & m[:, None]`` |
+| raises: data against data, whatever the dtypes | ``pred (N, 1) == y (N,)`` |
+| raises: floats with a grid, constants with data | ``ones(N) * column`` |
 
-Anything else raises whatever the dtypes: the accuracy bug ``pred (N, 1) == y (N,)``,
-``terminated (N, 1) | truncated (N,)``, float arithmetic with a grid, ``ones(N) * column``,
-a ``zeros`` buffer once filled. Float masks are data once combined with data: build masks
-as booleans.
-
-Provenance is followed only while a guard is on, so a grid made before it counts as data:
-``mark_grid`` and ``mark_constant`` say what it is. A module's buffers are never a batch's data:
-``mark_buffer`` counts integer and boolean ones as grids, float ones as constants."""
+A grid made before the guard counts as data: ``mark_grid`` and ``mark_constant`` say what it is,
+and ``mark_buffer`` counts a module's integer and boolean buffers as grids, float ones as
+constants."""
 
 import functools
 import linecache
