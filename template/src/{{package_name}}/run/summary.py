@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 
@@ -37,6 +38,7 @@ class RunSummary(Callback):
             "epochs": trainer.current_epoch,
             "global_step": trainer.global_step,
             "processes": trainer.world_size,
+            "torch_threads": torch.get_num_threads(),
         }
         if trainer.ckpt_path:
             summary["resumed_from"] = str(trainer.ckpt_path)

@@ -25,16 +25,11 @@ def chosen(torch_threads: int | None) -> int:
 
 
 class CpuThreads(Callback):
-    """Sets the module's ``torch_threads`` for a run, and gives the previous count back at its
-    end: an in-process fit (a test, a sweep trial) leaves its process as it found it."""
+    """The module's ``torch_threads`` while a run lasts; an in-process fit gives them back."""
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self.previous = torch.get_num_threads()
-        self.threads = chosen(pl_module.hparams.get("torch_threads"))
-        torch.set_num_threads(self.threads)
+        torch.set_num_threads(chosen(pl_module.hparams.get("torch_threads")))
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         torch.set_num_threads(self.previous)
-
-    def summary_extras(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, int]:
-        return {"torch_threads": self.threads}
