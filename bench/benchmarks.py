@@ -86,7 +86,8 @@ def section(name: str, script: str, record: dict[str, Any] | None) -> list[str]:
         "| --- | --- | --- |",
     ]
     for row in record["figures"]:
-        value = shown(row["value"]) + (f" {row['unit']}" if row["unit"] else "")
+        unit = f" {row['unit']}" if row["unit"] and row["value"] is not None else ""
+        value = shown(row["value"]) + unit
         target = ""
         if "target" in row:
             bound = row["target"].replace("<=", "≤").replace(">=", "≥")

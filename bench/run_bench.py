@@ -13,6 +13,7 @@ both sets)::
 import argparse
 import math
 import os
+import shutil
 import statistics
 from pathlib import Path
 
@@ -131,6 +132,7 @@ def column_bug(project: Path, package: str, seed: int) -> tuple[list[dict], dict
     """The column-advantages bug planted in a real run: caught with checks on, caught by the
     guard with checks off, silent with both off. Its figures, and what each run said."""
     root = project / "runs" / "bench" / "column_advantages"
+    shutil.rmtree(root, ignore_errors=True)  # the worker reads the one summary it finds
     command = [str(HERE / "ppo_column_advantages.py"), package, "configs/ppo.yaml", str(root)]
     env = harness.environment(project)
     bug = harness.worker([*command, str(seed)], cwd=project, env=env, what="column advantages")
