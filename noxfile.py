@@ -11,12 +11,16 @@
                   against JAXTYPING_DISABLE=1, the guards' costs, an audited run against
                   the guard alone (``-- audit``), a sweep's 2 workers against 1
                   (``-- sweep``), the regression example's step against a raw PyTorch loop,
-                  also at 10^4-10^6 rows (``-- loop``), and both examples' ratios on a GPU
-                  (``-- gpu``).
+                  also at 10^4-10^6 rows (``-- loop``), the sequence example's likewise
+                  (``-- sequence``), each example idle and beside a busy process
+                  (``-- busy``), and both examples' ratios on a GPU (``-- gpu``). Each
+                  writes its result in bench/results/; the session then rewrites
+                  BENCHMARKS.md from them (``python bench/benchmarks.py`` alone does that).
 ``nox -s lint``   ruff on this repository's own Python.
 """
 
 import json
+import runpy
 import shutil
 from pathlib import Path
 
@@ -79,26 +83,20 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """All benchmarks, or those named: ``nox -s bench -- sb3 update scaling checks guards
-    audit sweep loop sequence gpu``."""
+    """All benchmarks, or those named (``nox -s bench -- busy sb3``; the names are
+    ``BENCHES`` in bench/benchmarks.py), then BENCHMARKS.md from bench/results/."""
+    benches = runpy.run_path(str(ROOT / "bench" / "benchmarks.py"))["BENCHES"]
+    unknown = [name for name in session.posargs if name not in benches]
+    if unknown:
+        session.error(f"no bench named {', '.join(unknown)}; there are {', '.join(benches)}")
     session.install("copier")
     _render(session, "full", BENCH_DIR)  # the audit and sweep benches need their features
     session.install("-e", str(BENCH_DIR), "stable-baselines3>=2.4")
     package = _answers(BENCH_DIR)["package_name"]
-    scripts = {
-        "sb3": "run_bench.py",
-        "checks": "check_overhead.py",
-        "guards": "guard_costs.py",
-        "audit": "audit_cost.py",
-        "update": "ppo_update.py",
-        "scaling": "ppo_scaling.py",
-        "sweep": "sweep_bench.py",
-        "loop": "regression_loop.py",
-        "sequence": "sequence_loop.py",
-        "gpu": "gpu.py",
-    }
-    for name in session.posargs or list(scripts):
-        session.run("python", str(ROOT / "bench" / scripts[name]), str(BENCH_DIR), package)
+    for name in session.posargs or list(benches):
+        script, _ = benches[name]
+        session.run("python", str(ROOT / "bench" / script), str(BENCH_DIR), package)
+    session.run("python", str(ROOT / "bench" / "benchmarks.py"))
 
 
 def _render(session: nox.Session, preset: str, destination: Path) -> None:

@@ -17,14 +17,14 @@ Usage: ``python bench/audit_cost.py PROJECT_DIR PACKAGE [REPEATS]`` (``nox -s be
 import contextlib
 import importlib
 import io
-import os
 import runpy
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import harness
 
 STEPS = 300
 PROGRAM = f"""\
@@ -63,6 +63,7 @@ def _timed(run) -> float:
 
 
 def main() -> None:
+    result = harness.Result("audit")
     project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 7
     sys.path.insert(0, str(project / "src"))  # an installed package works as well
@@ -87,28 +88,26 @@ def main() -> None:
     for run in variants.values():
         _timed(run)  # warm-up: imports, allocator, first-call caches
     names = list(variants)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for repeat in range(repeats):
-        for name in names[repeat % 3 :] + names[: repeat % 3]:
-            times[name].append(_timed(variants[name]))
+    times: dict[str, list[float]] = {}
+    for repeat, times in harness.turns(names, repeats, lambda name, _: _timed(variants[name])):
         shown = ", ".join(f"{name} {times[name][-1]:.3f}" for name in names)
         print(f"repeat {repeat}: seconds per run: {shown}", flush=True)
 
-    def paired(top: str, bottom: str) -> float:
-        return statistics.median(a / b for a, b in zip(times[top], times[bottom], strict=True))
-
     print(f"\n{STEPS} Adam steps of a masked-attention model, CPU, 1 thread, {repeats} repeats")
+    figures = []
     for name in names:
         median = statistics.median(times[name])
         print(f"{name:<16}{median:>8.3f} s per run{median / STEPS * 1e3:>9.2f} ms per step")
-    print(f"paired ratio BroadcastGuard / plain: {paired('BroadcastGuard', 'plain'):.3f}")
-    print(f"paired ratio audit / BroadcastGuard: {paired('audit', 'BroadcastGuard'):.3f}")
+        figures.append(harness.figure(name, median / STEPS * 1e3, "ms/step"))
+    for top, bottom in (("BroadcastGuard", "plain"), ("audit", "BroadcastGuard")):
+        ratio = harness.paired(times[top], times[bottom])
+        print(f"paired ratio {top} / {bottom}: {ratio:.3f}")
+        figures.append(harness.figure(f"{top} / {bottom}", ratio))
 
-    environment = os.environ | {"PYTHONPATH": str(project / "src")}
+    environment = harness.environment(project)
     commands = {
-        "python train.py": [sys.executable, str(script)],
+        "python train.py": [str(script)],
         f"python -m {package}.audit train.py": [
-            sys.executable,
             "-m",
             f"{package}.audit",
             "--report",
@@ -120,11 +119,15 @@ def main() -> None:
     for _ in range(3):
         for label, command in commands.items():
             start = time.perf_counter()
-            subprocess.run(command, env=environment, check=True, capture_output=True)
+            harness.run(command, env=environment, what=label)
             seconds[label].append(time.perf_counter() - start)
     print("full runs in a child process, imports included (median of 3):")
     for label, measured in seconds.items():
         print(f"  {label:<40}{statistics.median(measured):>6.2f} s")
+        figures.append(
+            harness.figure(f"{label}, imports included", statistics.median(measured), "s")
+        )
+    result.write(figures, torch_threads=1, details={"runs": times, "commands": seconds})
 
 
 if __name__ == "__main__":

@@ -22,10 +22,11 @@ with EXAMPLE ``regression``, ``ppo`` or ``call`` (``nox -s bench``).
 import importlib
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+import harness
 
 TARGETS = {
     "regression": ("seconds_per_step", "<=", 1.01),
@@ -151,11 +152,9 @@ def ppo_worker(package: str, root: str) -> dict:
 
 def _pair(project: Path, package: str, example: str) -> tuple[float, float]:
     root = project / "runs" / "overhead"
-    command = [sys.executable, __file__, "--worker", example, package, str(root)]
-    done = subprocess.run(command, cwd=project, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{example} worker failed:\n{done.stderr[-3000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    command = [__file__, "--worker", example, package, str(root)]
+    env = harness.environment(project)
+    result = harness.worker(command, cwd=project, env=env, what=f"{example} worker")
     return result["on"], result["off"]
 
 
@@ -167,12 +166,23 @@ def main() -> None:
         )
         print(json.dumps(result))
         return
+    result = harness.Result("checks")
     project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 7
     examples = sys.argv[4:] or [*TARGETS, "call"]
+    figures, details = [], {}
     for example in examples:
         if example == "call":
+            sys.path.insert(0, str(project / "src"))  # an installed package works as well
             added = call_overhead(package)
+            figures.append(
+                harness.figure(
+                    "call: a remembered check, added to mse_loss on two (256,) tensors",
+                    added,
+                    "µs",
+                    at_most=CALL_TARGET_MICROSECONDS,
+                )
+            )
             met = "met" if added <= CALL_TARGET_MICROSECONDS else "MISSED"
             print(
                 f"call: a remembered check adds {added:.2f} µs to mse_loss on two (256,) "
@@ -189,8 +199,14 @@ def main() -> None:
             values[False].append(off)
             print(f"{example} repeat {run}: on {values[True][-1]:.4g}, off {values[False][-1]:.4g}")
         on, off = statistics.median(values[True]), statistics.median(values[False])
-        paired = statistics.median(a / b for a, b in zip(values[True], values[False], strict=True))
+        paired = harness.paired(values[True], values[False])
         met = paired <= target if direction == "<=" else paired >= target
+        bound = {"at_most": target} if direction == "<=" else {"at_least": target}
+        figures += [
+            harness.figure(f"{example}: {key}, checks on / off", paired, **bound),
+            harness.figure(f"{example}: {key}, ratio of the medians", on / off),
+        ]
+        details[example] = {"on": values[True], "off": values[False]}
         print(
             f"{example}: median {key} checks on {on:.4g}, JAXTYPING_DISABLE=1 {off:.4g}; "
             f"median over {repeats} repeats of each repeat's on/off ratio {paired:.3f} "
@@ -198,6 +214,7 @@ def main() -> None:
             f"ratio of the medians {on / off:.3f}",
             flush=True,
         )
+    result.write(figures, torch_threads=1, details=details)
 
 
 if __name__ == "__main__":

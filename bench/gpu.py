@@ -12,8 +12,9 @@
   a raw update: the same ``ActorCritic``, PPO loss, minibatches, Adam and gradient clipping.
 
 Each side runs in a fresh process; the two alternate and the ratio is the median over
-repeats of each pair's. Without a CUDA device it refuses in one line and exits 0, so
-``nox -s bench`` can list it.
+repeats of each pair's. Without a CUDA device it says so and exits 0, so ``nox -s bench``
+can list it; its result then records why nothing was measured, unless a GPU run's result is
+already there, which it keeps.
 
 Usage: ``python bench/gpu.py PROJECT_DIR PACKAGE [REPEATS]`` (``nox -s bench -- gpu``).
 """
@@ -23,19 +24,14 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+import harness
+
 BATCH, FEATURES, SEED, ROWS, EPOCHS = 256, 8, 0, 8192, 40
 PPO_ROLLOUTS, PPO_WARMUP = 12, 2
-
-
-def _sync() -> None:
-    import torch
-
-    torch.cuda.synchronize()
 
 
 def regression_raw(package: str) -> dict:
@@ -62,7 +58,7 @@ def regression_raw(package: str) -> dict:
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16)
 
-    _sync()
+    harness.sync()
     started = time.perf_counter()  # compile time included, as in ours
     for epoch in range(EPOCHS):
         permutation = torch.randperm(
@@ -84,7 +80,7 @@ def regression_raw(package: str) -> dict:
             ]
         residual = ((torch.cat(predictions) - y_val) ** 2).sum()
         r2 = float(1 - residual / ((y_val - y_val.mean()) ** 2).sum())  # synchronises
-    _sync()
+    harness.sync()
     return {"seconds_per_step": (time.perf_counter() - started) / steps, "val_r2": r2}
 
 
@@ -150,11 +146,11 @@ def ppo_ours(package: str, root: str) -> dict:
         seconds: list[float] = []
 
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-            _sync()
+            harness.sync()
             self.started = time.perf_counter()
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            _sync()
+            harness.sync()
             if batch_idx >= PPO_WARMUP:  # compile and first checks
                 self.seconds.append(time.perf_counter() - self.started)
 
@@ -197,7 +193,7 @@ def ppo_raw(package: str) -> dict:
     clip = tuned["clip_coef"]
     seconds = []
     for index in range(PPO_ROLLOUTS):
-        _sync()
+        harness.sync()
         started = time.perf_counter()
         for _ in range(tuned["update_epochs"]):
             for batch in torch.randperm(rows, device="cuda").split(minibatch):
@@ -221,7 +217,7 @@ def ppo_raw(package: str) -> dict:
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(agent.parameters(), tuned["max_grad_norm"])
                 optimizer.step()
-        _sync()
+        harness.sync()
         if index >= PPO_WARMUP:
             seconds.append(time.perf_counter() - started)
     steps_per_rollout = tuned["update_epochs"] * tuned["num_minibatches"]
@@ -236,15 +232,7 @@ WORKERS = {
 }
 
 
-def _run(project: Path, package: str, example: str, side: str, root: Path) -> dict:
-    command = [sys.executable, __file__, "--worker", example, side, package, str(root)]
-    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
-    if side == "raw":
-        environment["JAXTYPING_DISABLE"] = "1"
-    done = subprocess.run(command, cwd=project, env=environment, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{example} {side} worker failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+TARGET = 1.3
 
 
 def main() -> None:
@@ -254,33 +242,49 @@ def main() -> None:
         return
     import torch
 
+    result = harness.Result("gpu")
     if not torch.cuda.is_available():
         print("gpu: no CUDA device here; nothing was measured")
+        if not harness.measured("gpu"):  # a GPU run's figures stay until the next GPU run
+            result.write([], torch_threads=None, not_run="no CUDA device on the machine")
         return
     project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 3
-    print(f"gpu: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    device = torch.cuda.get_device_name()
+    print(f"gpu: {device}, torch {torch.__version__}", flush=True)
+    figures, details = [], {"device": device}
     for example in ("regression", "ppo"):
-        ratios, seconds = [], {"raw": [], "ours": []}
-        for repeat in range(repeats):
-            for side in ("raw", "ours") if repeat % 2 == 0 else ("ours", "raw"):
-                root = project / "runs" / "gpu" / f"{example}-{repeat}-{side}"
-                result = _run(project, package, example, side, root)
-                seconds[side].append(result["seconds_per_step"])
-            ratios.append(seconds["ours"][-1] / seconds["raw"][-1])
+
+        def measure(side: str, repeat: int, example: str = example) -> float:
+            root = project / "runs" / "gpu" / f"{example}-{repeat}-{side}"
+            command = [__file__, "--worker", example, side, package, str(root)]
+            env = harness.one_thread(project, checks=side == "ours")
+            return harness.worker(command, cwd=project, env=env, what=f"{example} {side}")[
+                "seconds_per_step"
+            ]
+
+        seconds: dict[str, list[float]] = {}
+        for repeat, seconds in harness.turns(["raw", "ours"], repeats, measure):
             print(
                 f"  {example} repeat {repeat}: raw {seconds['raw'][-1] * 1e3:.3f} ms/step, "
-                f"ours {seconds['ours'][-1] * 1e3:.3f} ms/step, ratio {ratios[-1]:.2f}",
+                f"ours {seconds['ours'][-1] * 1e3:.3f} ms/step, "
+                f"ratio {seconds['ours'][-1] / seconds['raw'][-1]:.2f}",
                 flush=True,
             )
-        ratio = statistics.median(ratios)
+        ratio = harness.paired(seconds["ours"], seconds["raw"])
+        raw, ours = (statistics.median(seconds[side]) * 1e3 for side in ("raw", "ours"))
         print(
-            f"{example} (bf16-mixed, compiled): median ms/step raw "
-            f"{statistics.median(seconds['raw']) * 1e3:.3f}, ours "
-            f"{statistics.median(seconds['ours']) * 1e3:.3f}; median ratio {ratio:.2f} "
-            f"({'met' if ratio <= 1.3 else 'MISSED'}: <= 1.3)",
+            f"{example} (bf16-mixed, compiled): median ms/step raw {raw:.3f}, ours {ours:.3f}; "
+            f"median ratio {ratio:.2f} ({'met' if ratio <= TARGET else 'MISSED'}: <= {TARGET})",
             flush=True,
         )
+        figures += [
+            harness.figure(f"{example}: raw PyTorch", raw, "ms/step"),
+            harness.figure(f"{example}: ours", ours, "ms/step"),
+            harness.figure(f"{example}: ours / raw", ratio, at_most=TARGET),
+        ]
+        details[example] = seconds
+    result.write(figures, torch_threads=1, details=details)
 
 
 if __name__ == "__main__":

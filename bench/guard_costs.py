@@ -18,16 +18,12 @@ import time
 import timeit
 from pathlib import Path
 
+import harness
 import jaxtyping
 import lightning as L
 import torch
 
 WARMUP_STEPS, TIMED_STEPS = 20, 200
-
-
-def _sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
 
 
 class StepClock(L.Callback):
@@ -39,12 +35,12 @@ class StepClock(L.Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if trainer.global_step == WARMUP_STEPS and not self.started:
-            _sync()
+            harness.sync()
             self.started = time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step == WARMUP_STEPS + TIMED_STEPS:
-            _sync()
+            harness.sync()
             self.seconds_per_step = (time.perf_counter() - self.started) / TIMED_STEPS
 
 
@@ -98,6 +94,7 @@ def check_alone_microseconds(package: str, data: L.LightningDataModule) -> float
 
 
 def main() -> None:
+    result = harness.Result("guards")
     project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     sys.path.insert(0, str(project / "src"))  # an installed package works as well
@@ -108,19 +105,14 @@ def main() -> None:
         torch.set_num_threads(1)  # a small MLP gains nothing from more; noise drops a lot
     data = regression.RegressionData(batch_size=256)
     variants = ["no callback", "NonFiniteLocator", "detect_anomaly", "BroadcastGuard on"]
-    times: dict[str, list[float]] = {variant: [] for variant in variants}
-    for run in range(repeats):
-        for variant in variants[run % 4 :] + variants[: run % 4]:
-            times[variant].append(seconds_per_step(package, data, variant))
+    times: dict[str, list[float]] = {}
+    for run, times in harness.turns(
+        variants, repeats, lambda variant, _: seconds_per_step(package, data, variant)
+    ):
         shown = ", ".join(f"{v} {times[v][-1] * 1e3:.3f}" for v in variants)
         print(f"repeat {run}: ms per step: {shown}", flush=True)
     baseline = statistics.median(times["no callback"])
-    paired = {
-        variant: statistics.median(
-            t / b for t, b in zip(times[variant], times["no callback"], strict=True)
-        )
-        for variant in variants
-    }
+    paired = {variant: harness.paired(times[variant], times["no callback"]) for variant in variants}
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU, 1 thread"
     print(
         f"\nregression, batch 256, checks on, {device}: median over {repeats} repeats of "
@@ -136,9 +128,16 @@ def main() -> None:
         "paired ratio: median over repeats of each run's time over the same repeat's run "
         "without a callback"
     )
-    print(
-        f"the locator's check alone, on this model's gradients: "
-        f"{check_alone_microseconds(package, data):.1f} us per step"
+    alone = check_alone_microseconds(package, data)
+    print(f"the locator's check alone, on this model's gradients: {alone:.1f} us per step")
+    figures = []
+    for variant in variants:
+        figures.append(harness.figure(variant, statistics.median(times[variant]) * 1e3, "ms/step"))
+        if variant != "no callback":
+            figures.append(harness.figure(f"{variant} / no callback", paired[variant]))
+    figures.append(harness.figure("the locator's check alone", alone, "µs/step"))
+    result.write(
+        figures, torch_threads=torch.get_num_threads(), details={"device": device, **times}
     )
 
 

@@ -1,9 +1,10 @@
-"""Column advantages in the rendered project's real PPO run: advantages reach the clipped
-surrogate as ``(N, 1)`` against ``(N,)`` log-probs. With checks on it must raise at the
-annotation; with checks off the command line's BroadcastGuardCallback must still raise; with
-both off it trains silently.
+"""The column-advantages bug in the rendered project's real PPO run: advantages reach the
+clipped surrogate as ``(N, 1)`` against ``(N,)`` log-probabilities. With checks on it must
+raise at the annotation; with checks off the command line's BroadcastGuardCallback must still
+raise; with both off it trains silently.
 
-Usage: ``python bench/ppo_column_advantages.py PACKAGE CONFIG ROOT_DIR SEED``. Prints one JSON line.
+Usage: ``python bench/ppo_column_advantages.py PACKAGE CONFIG ROOT_DIR SEED``. Prints one JSON
+line.
 """
 
 import importlib

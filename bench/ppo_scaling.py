@@ -16,9 +16,11 @@ import importlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+from pathlib import Path
+
+import harness
 
 NUM_ENVS = (1, 4, 16, 64)
 VECTORIZATIONS = ("sync", "async")
@@ -69,7 +71,8 @@ def main() -> None:
         package, env_id, num_envs, vectorization = sys.argv[2:6]
         print(json.dumps(cell(package, env_id, int(num_envs), vectorization)))
         return
-    project, package = sys.argv[1], sys.argv[2]
+    result = harness.Result("scaling")
+    project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
     env_id = sys.argv[3] if len(sys.argv) > 3 else "CartPole-v1"
     print(
         f"{env_id}: env steps per second, median of {REPEATS} x ~{STEPS} env steps, "
@@ -79,12 +82,13 @@ def main() -> None:
     rows = {}
     for num_envs in NUM_ENVS:
         for vectorization in VECTORIZATIONS:
-            arguments = [package, env_id, str(num_envs), vectorization]
-            command = [sys.executable, __file__, "--cell", *arguments]
-            done = subprocess.run(command, cwd=project, capture_output=True, text=True)
-            if done.returncode != 0:
-                raise SystemExit(f"{num_envs} {vectorization} failed:\n{done.stderr[-3000:]}")
-            rows[num_envs, vectorization] = json.loads(done.stdout.strip().splitlines()[-1])
+            command = [__file__, "--cell", package, env_id, str(num_envs), vectorization]
+            rows[num_envs, vectorization] = harness.worker(
+                command,
+                cwd=project,
+                env=harness.environment(project),
+                what=f"{num_envs} envs, {vectorization}",
+            )
     header = "".join(f"{f'{kind} {v}':>16}" for kind in ("env", "rollout") for v in VECTORIZATIONS)
     print(f"{'num_envs':>8}{header}{'async pays':>12}")
     for num_envs in NUM_ENVS:
@@ -93,6 +97,12 @@ def main() -> None:
         cells = "".join(f"{figure:>16.0f}" for figure in figures)
         print(f"{num_envs:>8}{cells}{'yes' if pays else 'no':>12}")
     print(f"load after: {os.getloadavg()[0]:.2f}")
+    figures = [
+        harness.figure(f"{env_id}, {num_envs} envs, {kind}, {vectorization}", rate, "env steps/s")
+        for (num_envs, vectorization), rates in rows.items()
+        for kind, rate in rates.items()
+    ]
+    result.write(figures, torch_threads=1)
 
 
 if __name__ == "__main__":

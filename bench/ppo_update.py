@@ -24,11 +24,12 @@ Usage: ``python bench/ppo_update.py PROJECT_DIR PACKAGE [REPEATS [ROLLOUTS]]`` (
 
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import harness
 
 TARGET = 1.3
 
@@ -36,22 +37,14 @@ TARGET = 1.3
 def ours(project: Path, package: str, rollouts: int, rollout_size: int) -> float:
     """Seconds per optimizer step of a real ``fit``."""
     with tempfile.TemporaryDirectory() as root:
-        command = [
-            sys.executable,
-            "-m",
-            f"{package}.ppo",
-            "fit",
-            "--config",
-            "configs/ppo.yaml",
+        summary = harness.fit(
+            project,
+            package,
+            "ppo",
+            Path(root),
             f"--model.total_env_steps={rollouts * rollout_size}",
             "--model.eval_every_env_steps=0",
-            f"--trainer.default_root_dir={root}",
-        ]
-        done = subprocess.run(command, cwd=project, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise SystemExit(f"our PPO failed:\n{done.stderr[-3000:]}")
-        (path,) = Path(root).rglob("summary.json")
-        summary = json.loads(path.read_text())
+        )
     return summary["time_breakdown_seconds"]["update"] / summary["global_step"]
 
 
@@ -155,12 +148,11 @@ def floor(model: dict, rollouts: int, fused: bool) -> float:
     size = len(rollout["returns"])
     minibatch = size // model["num_minibatches"]
 
-    class Floor(L.LightningModule):
+    class Floor(harness.TrainClock, L.LightningModule):
         def __init__(self) -> None:
             super().__init__()
             self.actor, self.critic = actor, critic
             self.automatic_optimization = False
-            self.started, self.seconds = 0.0, 0.0
 
         def training_step(self, batch, batch_idx):
             optimizer = self.optimizers()
@@ -174,12 +166,6 @@ def floor(model: dict, rollouts: int, fused: bool) -> float:
                     self.clip_gradients(optimizer, gradient_clip_val=model["max_grad_norm"])
                     optimizer.step()
             torch.stack(statistics_rows).mean(dim=0).tolist()
-
-        def on_train_start(self) -> None:
-            self.started = time.perf_counter()
-
-        def on_train_end(self) -> None:
-            self.seconds = time.perf_counter() - self.started
 
         def configure_optimizers(self):
             return torch.optim.Adam(
@@ -201,6 +187,7 @@ def main() -> None:
         return
     import yaml
 
+    result = harness.Result("update")
     project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     model = yaml.safe_load((project / "configs" / "ppo.yaml").read_text())["model"]
@@ -216,21 +203,15 @@ def main() -> None:
     )
 
     def child(side: str) -> float:
-        command = [sys.executable, __file__, f"--{side}", json.dumps(model), str(rollouts)]
-        done = subprocess.run([*command, str(int(fused))], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"{side} loop failed:\n{done.stderr[-3000:]}")
-        return float(done.stdout.strip().splitlines()[-1])
+        command = [__file__, f"--{side}", json.dumps(model), str(rollouts), str(int(fused))]
+        return harness.worker(command, what=f"{side} loop")
+
+    def measure(side: str, repeat: int) -> float:
+        return ours(project, package, rollouts, rollout_size) if side == "ours" else child(side)
 
     sides = ["ours", "raw", "floor"]
-    results: dict[str, list[float]] = {side: [] for side in sides}
-    for repeat in range(repeats):
-        # Rotated each repeat, so that a slow phase of the machine falls on every side.
-        for side in sides[repeat % 3 :] + sides[: repeat % 3]:
-            seconds = (
-                ours(project, package, rollouts, rollout_size) if side == "ours" else child(side)
-            )
-            results[side].append(seconds)
+    results: dict[str, list[float]] = {}
+    for repeat, results in harness.turns(sides, repeats, measure):
         plain = results["raw"][-1]
         print(
             f"repeat {repeat}: ours {results['ours'][-1] * 1e3:.2f} ms, raw {plain * 1e3:.2f} "
@@ -240,7 +221,7 @@ def main() -> None:
         )
 
     def ratio(side: str) -> float:
-        return statistics.median(a / b for a, b in zip(results[side], results["raw"], strict=True))
+        return harness.paired(results[side], results["raw"])
 
     def ms(side: str) -> float:
         return statistics.median(results[side]) * 1e3
@@ -251,6 +232,13 @@ def main() -> None:
         f"{'met ' if ratio('ours') <= TARGET else 'MISSED'} update ours/raw {ratio('ours'):.2f} "
         f"<= {TARGET}; Lightning's manual-optimization floor/raw {ratio('floor'):.2f}"
     )
+    figures = [harness.figure(side, ms(side), "ms/step") for side in sides]
+    figures += [
+        harness.figure("ours / raw", ratio("ours"), at_most=TARGET),
+        harness.figure("floor / raw", ratio("floor")),
+    ]
+    details = {"rollouts": rollouts, "optimizer_steps": steps, "seconds_per_step": results}
+    result.write(figures, torch_threads=1, details=details)
 
 
 if __name__ == "__main__":

@@ -32,12 +32,12 @@ Usage: ``python bench/regression_loop.py PROJECT_DIR PACKAGE [REPEATS]`` (``nox 
 import importlib
 import json
 import math
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+import harness
 
 RATIO_TARGET, MEMORY_TARGET = 1.3, 2.0
 FLOOR_TARGET = 1.10
@@ -165,13 +165,13 @@ def floor_worker(package: str, rows: int, epochs: int) -> dict:
                 batch = order[start : start + BATCH]
                 yield self.x[batch], self.y[batch]
 
-    class Floor(L.LightningModule):
+    class Floor(harness.TrainClock, L.LightningModule):
         def __init__(self) -> None:
             super().__init__()
             torch.manual_seed(SEED)
             self.net = nets.ScalarMLP(FEATURES, (128, 128), "silu")
             self.predictions: list[torch.Tensor] = []
-            self.r2, self.started, self.seconds = float("nan"), 0.0, 0.0
+            self.r2 = float("nan")
 
         def training_step(self, batch, batch_idx):
             x, y = batch
@@ -184,12 +184,6 @@ def floor_worker(package: str, rows: int, epochs: int) -> dict:
             residual = ((torch.cat(self.predictions) - y_val) ** 2).sum()
             self.predictions.clear()
             self.r2 = float(1 - residual / ((y_val - y_val.mean()) ** 2).sum())
-
-        def on_train_start(self) -> None:
-            self.started = time.perf_counter()
-
-        def on_train_end(self) -> None:
-            self.seconds = time.perf_counter() - self.started
 
         def configure_optimizers(self):
             optimizer = torch.optim.AdamW(self.parameters(), lr=3e-3, weight_decay=0.0)
@@ -234,7 +228,7 @@ def ours_worker(package: str, rows: int, epochs: int, root: str) -> dict:
         ]
     )
     growth = _peak_growth(baseline)
-    summary = json.loads(max(Path(root).rglob("summary.json"), key=os.path.getmtime).read_text())
+    summary = harness.summary(Path(root))
     train_rows = rows - max(1, round(VAL_FRACTION * rows))
     return {
         "seconds_per_step": summary["train_seconds"] / summary["global_step"],
@@ -244,26 +238,19 @@ def ours_worker(package: str, rows: int, epochs: int, root: str) -> dict:
     }
 
 
-def _run(project: Path, package: str, side: str, rows: int, epochs: int, root: Path) -> dict:
-    command = [sys.executable, __file__, "--worker", side, package, str(rows), str(epochs)]
-    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
-    if side != "ours":
-        environment["JAXTYPING_DISABLE"] = "1"
-    done = subprocess.run(
-        [*command, str(root)], cwd=project, env=environment, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{side} worker failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def compare(
+    project: Path, package: str, rows: int, epochs: int, repeats: int
+) -> tuple[list[dict], dict[str, list[dict]]]:
+    """The figures at ``rows`` rows, and each side's runs."""
 
+    def measure(side: str, repeat: int) -> dict:
+        root = project / "runs" / "loop" / f"{rows}-{repeat}-{side}"
+        command = [__file__, "--worker", side, package, str(rows), str(epochs), str(root)]
+        env = harness.one_thread(project, checks=side == "ours")
+        return harness.worker(command, cwd=project, env=env, what=f"{side} worker")
 
-def compare(project: Path, package: str, rows: int, epochs: int, repeats: int) -> None:
-    results: dict[str, list[dict]] = {side: [] for side in SIDES}
-    for repeat in range(repeats):
-        # Rotated each repeat, so that a slow phase of the machine falls on every side.
-        for side in SIDES[repeat % 3 :] + SIDES[: repeat % 3]:
-            root = project / "runs" / "loop" / f"{rows}-{repeat}-{side}"
-            results[side].append(_run(project, package, side, rows, epochs, root))
+    results: dict[str, list[dict]] = {}
+    for repeat, results in harness.turns(SIDES, repeats, measure):
         raw = results["raw"][-1]["seconds_per_step"]
         print(
             f"  {rows} rows, {epochs} epochs, repeat {repeat}: ms/step "
@@ -284,10 +271,7 @@ def compare(project: Path, package: str, rows: int, epochs: int, repeats: int) -
         return statistics.median(result[key] for result in results[side])
 
     def ratio(side: str, base: str = "raw") -> float:
-        return statistics.median(
-            mine["seconds_per_step"] / other["seconds_per_step"]
-            for other, mine in zip(results[base], results[side], strict=True)
-        )
+        return harness.paired(results[side], results[base], key="seconds_per_step")
 
     met = "met" if ratio("ours") <= RATIO_TARGET else "MISSED"
     floor = ratio("floor")
@@ -305,10 +289,29 @@ def compare(project: Path, package: str, rows: int, epochs: int, repeats: int) -
     over_floor = ratio("ours", "floor")
     met = "met" if over_floor <= FLOOR_TARGET else "MISSED"
     print(f"{rows} rows: median ratio ours/floor {over_floor:.2f} ({met}: <= {FLOOR_TARGET})")
+    figures = [
+        *(
+            harness.figure(
+                f"{rows} rows: {side}", median(side, "seconds_per_step") * 1e3, "ms/step"
+            )
+            for side in SIDES
+        ),
+        harness.figure(f"{rows} rows: ours / raw", ratio("ours"), at_most=RATIO_TARGET),
+        harness.figure(f"{rows} rows: floor / raw", floor),
+        harness.figure(f"{rows} rows: ours / floor", over_floor, at_most=FLOOR_TARGET),
+    ]
     if rows >= 10**4:
         growth = {side: median(side, "peak_growth") for side in results}
         judged = rows >= 10**5
         met = growth["ours"] <= MEMORY_TARGET * data_bytes
+        figures += [
+            harness.figure(f"{rows} rows: ours, peak memory growth", growth["ours"] / 2**20, "MiB"),
+            harness.figure(
+                f"{rows} rows: ours, peak memory growth / float32 data",
+                growth["ours"] / data_bytes,
+                at_most=MEMORY_TARGET if judged else None,
+            ),
+        ]
         print(
             f"{rows} rows: peak RSS growth ours {growth['ours'] / 2**20:.1f} MiB, raw "
             f"{growth['raw'] / 2**20:.1f} MiB, floor {growth['floor'] / 2**20:.1f} MiB; "
@@ -317,6 +320,7 @@ def compare(project: Path, package: str, rows: int, epochs: int, repeats: int) -
             + (f" ({'met' if met else 'MISSED'}: <= {MEMORY_TARGET})" if judged else ""),
             flush=True,
         )
+    return figures, results
 
 
 def main() -> None:
@@ -329,12 +333,19 @@ def main() -> None:
             result = worker(package, int(rows), int(epochs))
         print(json.dumps(result))
         return
+    result = harness.Result("loop")
     project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     scales = [int(rows) for rows in sys.argv[4:]] or [DEFAULT_ROWS, *SCALES]
+    figures, details = [], {}
     for rows in scales:
         epochs = SCALES.get(rows, DEFAULT_EPOCHS)
-        compare(project, package, rows, epochs, repeats if rows == DEFAULT_ROWS else 3)
+        shown, runs = compare(
+            project, package, rows, epochs, repeats if rows == DEFAULT_ROWS else 3
+        )
+        figures += shown
+        details[str(rows)] = runs
+    result.write(figures, torch_threads=1, details=details)
 
 
 if __name__ == "__main__":

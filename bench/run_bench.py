@@ -11,13 +11,13 @@ both sets)::
 """
 
 import argparse
-import json
 import math
 import os
+import shutil
 import statistics
-import subprocess
-import sys
 from pathlib import Path
+
+import harness
 
 HERE = Path(__file__).resolve().parent
 TUNE_SEEDS = tuple(range(10))
@@ -29,39 +29,13 @@ THRESHOLD, TIME_RATIO, EVAL_SHARE = 475.0, 0.45, 0.9
 evaluation of at least 475 on at least 9 seeds in 10."""
 
 
-def _json_line(command: list[str], cwd: Path) -> dict:
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(
-            f"{' '.join(command)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        )
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def ours(project: Path, package: str, seed: int, overrides: list[str]) -> dict:
     root = project / "runs" / "bench" / f"seed{seed}"
-    for old in root.rglob("summary.json"):  # a rerun's root holds the previous summary
-        old.unlink()
-    command = [
-        sys.executable,
-        "-m",
-        f"{package}.ppo",
-        "fit",
-        "--config",
-        "configs/ppo.yaml",
-        f"--seed_everything={seed}",
-        f"--trainer.default_root_dir={root}",
-        *overrides,
-    ]
-    done = subprocess.run(command, cwd=project, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"our PPO failed (seed {seed}):\n{done.stderr[-3000:]}")
-    (summary,) = root.rglob("summary.json")
-    return json.loads(summary.read_text())
+    return harness.fit(project, package, "ppo", root, f"--seed_everything={seed}", *overrides)
 
 
 def sb3(seed: int) -> dict:
-    return _json_line([sys.executable, str(HERE / "sb3_cartpole.py"), str(seed)], HERE)
+    return harness.worker([str(HERE / "sb3_cartpole.py"), str(seed)], cwd=HERE, what="SB3")
 
 
 def median(runs: list[dict], key: str) -> float:
@@ -78,8 +52,8 @@ def shown(value: float | None, digits: int = 4) -> str:
 
 def run_set(
     name: str, seeds: tuple[int, ...], project: Path, package: str, overrides: list[str]
-) -> bool:
-    """Run ``seeds``, print each seed and the set's medians; whether both targets are met."""
+) -> tuple[list[dict], dict]:
+    """Run ``seeds``, print each seed and the set's medians; the set's figures and runs."""
     print(f"\n== {name} seeds {list(seeds)}", flush=True)
     our_runs, sb3_runs = [], []
     for seed in seeds:
@@ -125,22 +99,44 @@ def run_set(
     }
     for target, met in targets.items():
         print(f"{'met   ' if met else 'MISSED'} {target} ({name} seeds)")
-    return all(targets.values())
+    figures = [
+        harness.figure(
+            f"{name} seeds: ours, seconds to 475", median(our_runs, "seconds_to_solved"), "s"
+        ),
+        harness.figure(
+            f"{name} seeds: SB3, seconds to 475", median(sb3_runs, "seconds_to_solved"), "s"
+        ),
+        harness.figure(
+            f"{name} seeds: time to 475, ours / SB3 (ratio of medians)",
+            ratios["seconds_to_solved"],
+            at_most=TIME_RATIO,
+        ),
+        harness.figure(
+            f"{name} seeds: time to 475, median per-seed ratio", statistics.median(per_seed)
+        ),
+        harness.figure(f"{name} seeds: env steps to 475, ours / SB3", ratios["steps_to_solved"]),
+        harness.figure(
+            f"{name} seeds: env steps per second, ours / SB3", ratios["env_steps_per_second"]
+        ),
+        harness.figure(
+            f"{name} seeds: share with a final eval >= {THRESHOLD:g}",
+            good / len(evals),
+            at_least=EVAL_SHARE,
+        ),
+    ]
+    details = {"seeds": list(seeds), "ours": our_runs, "sb3": sb3_runs}
+    return figures, details
 
 
-def column_advantages(project: Path, package: str, seed: int) -> None:
-    bug = _json_line(
-        [
-            sys.executable,
-            str(HERE / "ppo_column_advantages.py"),
-            package,
-            "configs/ppo.yaml",
-            str(project / "runs" / "bench" / "column_advantages"),
-            str(seed),
-        ],
-        project,
-    )
-    print(f"\ncolumn advantages, (N, 1) against (N,), seed {seed}:")
+def column_advantages(project: Path, package: str, seed: int) -> tuple[list[dict], dict]:
+    """The column-advantages bug planted in a real run: caught with checks on, caught by the
+    guard with checks off, silent with both off. Its figures, and what each run said."""
+    root = project / "runs" / "bench" / "column_advantages"
+    shutil.rmtree(root, ignore_errors=True)  # the worker reads the one summary it finds
+    command = [str(HERE / "ppo_column_advantages.py"), package, "configs/ppo.yaml", str(root)]
+    env = harness.environment(project)
+    bug = harness.worker([*command, str(seed)], cwd=project, env=env, what="column advantages")
+    print(f"\n(N, 1) advantages against (N,) log-probabilities, seed {seed}:")
     print(f"  checks on:  {bug['checked_error']}")
     print(f"  checks off, BroadcastGuardCallback on: {bug['guard_error']}")
     unchecked = bug["unchecked"]
@@ -149,6 +145,16 @@ def column_advantages(project: Path, package: str, seed: int) -> None:
         f"steps_to_solved {unchecked['steps_to_solved']}"
     )
 
+    def outcome(error: str | None) -> str:
+        return f"raised {error.split(':')[0]}" if error else "trained silently"
+
+    figures = [
+        harness.figure("(N, 1) advantages, checks on", outcome(bug["checked_error"])),
+        harness.figure("(N, 1) advantages, checks off, guard on", outcome(bug["guard_error"])),
+        harness.figure("(N, 1) advantages, both off: final eval", unchecked["eval_return_mean"]),
+    ]
+    return figures, bug
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -156,9 +162,10 @@ def main() -> None:
     parser.add_argument("package")
     parser.add_argument("--seeds", default="both", help="tune, report, both or 0,1,2")
     parser.add_argument(
-        "--no-column-advantages", action="store_true", help="skip the column-advantages run"
+        "--no-column-advantages", action="store_true", help="skip the (N, 1) advantages run"
     )
     arguments, overrides = parser.parse_known_args()
+    result = harness.Result("sb3")
     project = arguments.project.resolve()
     named = {"tune": TUNE_SEEDS, "report": REPORT_SEEDS}
     if arguments.seeds == "both":
@@ -169,10 +176,16 @@ def main() -> None:
         sets = [("given", tuple(int(s) for s in arguments.seeds.split(",")))]
     if overrides:
         print(f"fit overrides: {overrides}")
+    figures, details = [], {"overrides": overrides}
     for name, seeds in sets:
-        run_set(name, seeds, project, arguments.package, overrides)
+        shown, details[name] = run_set(name, seeds, project, arguments.package, overrides)
+        figures += shown
     if not arguments.no_column_advantages:
-        column_advantages(project, arguments.package, sets[0][1][0])
+        shown, details["column_advantages"] = column_advantages(
+            project, arguments.package, sets[0][1][0]
+        )
+        figures += shown
+    result.write(figures, torch_threads=1, details=details)
 
 
 if __name__ == "__main__":

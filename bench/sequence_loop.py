@@ -20,12 +20,12 @@ sequence``).
 
 import importlib
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+import harness
 
 SIDES = ["raw", "floor", "ours"]
 CONFIG = "configs/sequence.yaml"
@@ -89,26 +89,22 @@ def floor_worker(package: str) -> dict:
 
     model_class, data, linked = _parts(package)
 
-    class Floor(model_class):
+    class Floor(harness.TrainClock, model_class):
         """The example's module without its ``self.log`` calls, which barebones refuses."""
 
         def training_step(self, batch, batch_idx):
             features, keep, labels = batch
             return F.cross_entropy(self(features, keep), labels)
 
+        def on_validation_epoch_start(self) -> None:
+            self.correct: list[torch.Tensor] = []
+
         def validation_step(self, batch, batch_idx):
             features, keep, labels = batch
-            self.validation.append((self(features, keep).argmax(dim=-1) == labels).double())
+            self.correct.append((self(features, keep).argmax(dim=-1) == labels).double())
 
         def on_validation_epoch_end(self) -> None:
-            self.accuracy = float(torch.cat(self.validation).mean())
-            self.validation.clear()
-
-        def on_train_start(self) -> None:
-            self.started = time.perf_counter()
-
-        def on_train_end(self) -> None:
-            self.seconds = time.perf_counter() - self.started
+            self.accuracy = float(torch.cat(self.correct).mean())
 
     model = Floor(**linked, **MODEL, learning_rate=LEARNING_RATE, weight_decay=WEIGHT_DECAY)
     trainer = L.Trainer(
@@ -124,27 +120,11 @@ def ours_worker(package: str, root: str) -> dict:
     cli = importlib.import_module(f"{package}.sequence.__main__")
     torch.set_num_threads(1)
     cli.main(["fit", f"--config={CONFIG}", f"--trainer.default_root_dir={root}"])
-    summary = json.loads(max(Path(root).rglob("summary.json"), key=os.path.getmtime).read_text())
+    summary = harness.summary(Path(root))
     return {
         "seconds_per_step": summary["train_seconds"] / summary["global_step"],
         "val_accuracy": summary["val_accuracy"],
     }
-
-
-def _run(project: Path, package: str, side: str, root: Path) -> dict:
-    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
-    if side != "ours":
-        environment["JAXTYPING_DISABLE"] = "1"
-    done = subprocess.run(
-        [sys.executable, __file__, "--worker", side, package, str(root)],
-        cwd=project,
-        env=environment,
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{side} worker failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -154,13 +134,18 @@ def main() -> None:
         result = ours_worker(package, root) if side == "ours" else workers[side](package)
         print(json.dumps(result))
         return
+    result = harness.Result("sequence")
     project, package = Path(sys.argv[1]).resolve(), sys.argv[2]
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 5
-    results: dict[str, list[dict]] = {side: [] for side in SIDES}
-    for repeat in range(repeats):
-        for side in SIDES[repeat % 3 :] + SIDES[: repeat % 3]:
-            root = project / "runs" / "sequence-loop" / f"{repeat}-{side}"
-            results[side].append(_run(project, package, side, root))
+
+    def measure(side: str, repeat: int) -> dict:
+        root = project / "runs" / "sequence-loop" / f"{repeat}-{side}"
+        command = [__file__, "--worker", side, package, str(root)]
+        env = harness.one_thread(project, checks=side == "ours")
+        return harness.worker(command, cwd=project, env=env, what=f"{side} worker")
+
+    results: dict[str, list[dict]] = {}
+    for repeat, results in harness.turns(SIDES, repeats, measure):
         print(
             f"  repeat {repeat}: ms/step "
             + ", ".join(f"{s} {results[s][-1]['seconds_per_step'] * 1e3:.2f}" for s in SIDES)
@@ -171,17 +156,28 @@ def main() -> None:
         )
 
     def ratio(side: str, base: str) -> float:
-        return statistics.median(
-            mine["seconds_per_step"] / other["seconds_per_step"]
-            for other, mine in zip(results[base], results[side], strict=True)
-        )
+        return harness.paired(results[side], results[base], key="seconds_per_step")
 
     medians = {s: statistics.median(r["seconds_per_step"] for r in results[s]) for s in SIDES}
+    ratios = {pair: ratio(*pair) for pair in (("ours", "raw"), ("ours", "floor"), ("floor", "raw"))}
     print(
         "sequence step: median ms "
         + ", ".join(f"{s} {medians[s] * 1e3:.2f}" for s in SIDES)
-        + f"; median ratios ours/raw {ratio('ours', 'raw'):.2f}, "
-        f"ours/floor {ratio('ours', 'floor'):.2f}, floor/raw {ratio('floor', 'raw'):.2f}"
+        + "; median ratios "
+        + ", ".join(f"{top}/{bottom} {value:.2f}" for (top, bottom), value in ratios.items())
+    )
+    accuracy = statistics.median(run["val_accuracy"] for run in results["ours"])
+    result.write(
+        [
+            *(harness.figure(side, medians[side] * 1e3, "ms/step") for side in SIDES),
+            *(
+                harness.figure(f"{top} / {bottom}", value)
+                for (top, bottom), value in ratios.items()
+            ),
+            harness.figure("ours: val_accuracy", accuracy),
+        ],
+        torch_threads=1,
+        details=results,
     )
 
 
