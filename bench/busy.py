@@ -8,7 +8,9 @@ conditions take turns in every repeat:
 - ``loaded``: the same, beside ``--busy N`` busy processes, Python loops that spin until a
   deadline (``--busy-seconds``), started before the run and killed after it, whatever
   happens;
-- ``forced``: idle with ``OMP_NUM_THREADS=1``.
+- ``forced``: idle with ``OMP_NUM_THREADS=1``;
+- ``idle_all`` and ``loaded_all``: idle and loaded with ``--model.torch_threads`` set to
+  every core this process may use, torch's own default, against which the default was chosen.
 Each run's time is its ``summary.json``'s ``train_seconds``. Printed per example: the
 median of each condition, the median over repeats of each repeat's loaded/idle ratio
 (target at most 1.5 beside one busy process on 2 cores) and of its idle/forced ratio
@@ -21,6 +23,7 @@ busy``); ``--epochs`` and ``--env-steps`` shorten the shipped configs for a tria
 
 import argparse
 import contextlib
+import os
 import statistics
 import subprocess
 import sys
@@ -31,7 +34,8 @@ from pathlib import Path
 import harness
 
 EXAMPLES = ("regression", "sequence", "ppo")
-CONDITIONS = ("idle", "loaded", "forced")
+CONDITIONS = ("idle", "loaded", "forced", "idle_all", "loaded_all")
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 LOADED_TARGET, FORCED_TARGET = 1.5, 1.15
 SPIN = """\
 import sys, time
@@ -75,11 +79,12 @@ def measure(
         OMP_WAIT_POLICY=None,
         OMP_NUM_THREADS="1" if condition == "forced" else None,
     )
-    loaded = arguments.busy if condition == "loaded" else 0
+    loaded = arguments.busy if condition.startswith("loaded") else 0
+    options = shortened(example, arguments)
+    if condition.endswith("_all"):
+        options.append(f"--model.torch_threads={CORES}")
     with busy(loaded, arguments.busy_seconds):
-        summary = harness.fit(
-            project, package, example, root, *shortened(example, arguments), env=env
-        )
+        summary = harness.fit(project, package, example, root, *options, env=env)
     return {"seconds": summary["train_seconds"], "threads": summary.get("torch_threads")}
 
 
@@ -105,6 +110,9 @@ def main() -> None:
     parser.add_argument("package")
     parser.add_argument("--busy", type=int, default=1, help="busy processes (default 1)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--conditions", nargs="+", choices=CONDITIONS, default=CONDITIONS, help="default: all"
+    )
     parser.add_argument("--examples", nargs="+", choices=EXAMPLES, help="default: all rendered")
     parser.add_argument("--epochs", type=int, help="regression and sequence: max_epochs")
     parser.add_argument("--env-steps", type=int, help="ppo: total_env_steps")
@@ -122,13 +130,14 @@ def main() -> None:
     examples = arguments.examples or [
         name for name in EXAMPLES if (project / "configs" / f"{name}.yaml").exists()
     ]
+    conditions = [c for c in CONDITIONS if c in arguments.conditions]
     runs: dict[str, dict[str, list[dict]]] = {
-        example: {condition: [] for condition in CONDITIONS} for example in examples
+        example: {condition: [] for condition in conditions} for example in examples
     }
     with tempfile.TemporaryDirectory(prefix="busy-") as scratch:
         for repeat in range(arguments.repeats):
             for example in examples:
-                for condition in harness.rotated(CONDITIONS, repeat):
+                for condition in harness.rotated(conditions, repeat):
                     root = Path(scratch) / f"{example}-{repeat}-{condition}"
                     run = measure(
                         project,
@@ -141,46 +150,53 @@ def main() -> None:
                     runs[example][condition].append(run)
                 shown = ", ".join(
                     f"{condition} {runs[example][condition][-1]['seconds']:.2f} s"
-                    for condition in CONDITIONS
+                    for condition in conditions
                 )
                 print(f"  {example} repeat {repeat}: {shown}", flush=True)
     figures = []
     beside = f"beside {arguments.busy} busy process{'es' if arguments.busy > 1 else ''}"
+    every = f"--model.torch_threads={CORES} (every core)"
+    label = {
+        "idle": "idle",
+        "loaded": beside,
+        "forced": "OMP_NUM_THREADS=1",
+        "idle_all": f"idle, {every}",
+        "loaded_all": f"{beside}, {every}",
+    }
+    # The loaded target is stated for one busy process (on 2 cores); others are shown bare.
+    ratios = [
+        ("loaded", "idle", LOADED_TARGET if arguments.busy == 1 else None),
+        ("idle", "forced", FORCED_TARGET),
+        ("idle_all", "idle", None),
+        ("loaded_all", "idle_all", None),
+        ("loaded_all", "loaded", None),
+    ]
     for example, measured in runs.items():
-        seconds = {c: [run["seconds"] for run in measured[c]] for c in CONDITIONS}
-        medians = {c: statistics.median(seconds[c]) for c in CONDITIONS}
-        loaded = harness.paired(seconds["loaded"], seconds["idle"])
-        forced = harness.paired(seconds["idle"], seconds["forced"])
-        # The target is stated for one busy process (on 2 cores); others are shown bare.
-        loaded_target = LOADED_TARGET if arguments.busy == 1 else None
-        figures += [
-            harness.figure(f"{example}: idle", medians["idle"], "s"),
-            harness.figure(f"{example}: {beside}", medians["loaded"], "s"),
-            harness.figure(f"{example}: OMP_NUM_THREADS=1", medians["forced"], "s"),
-            harness.figure(f"{example}: {beside} / idle", loaded, at_most=loaded_target),
-            harness.figure(f"{example}: idle / OMP_NUM_THREADS=1", forced, at_most=FORCED_TARGET),
-        ]
-        print(
-            f"{example}: median train_seconds idle {medians['idle']:.2f}, {beside} "
-            f"{medians['loaded']:.2f}, OMP_NUM_THREADS=1 {medians['forced']:.2f}; median "
-            f"paired {beside}/idle {loaded:.2f}"
-            + (
-                f" ({'met' if loaded <= LOADED_TARGET else 'MISSED'}: <= {LOADED_TARGET})"
-                if loaded_target
-                else ""
-            )
-            + f", idle/forced {forced:.2f} "
-            f"({'met' if forced <= FORCED_TARGET else 'MISSED'}: <= {FORCED_TARGET})",
-            flush=True,
-        )
+        seconds = {c: [run["seconds"] for run in measured[c]] for c in conditions}
+        shown = []
+        for condition in conditions:
+            median = statistics.median(seconds[condition])
+            figures.append(harness.figure(f"{example}: {label[condition]}", median, "s"))
+            shown.append(f"{label[condition]} {median:.2f} s")
+        for top, bottom, target in ratios:
+            if top in seconds and bottom in seconds:
+                ratio = harness.paired(seconds[top], seconds[bottom])
+                name = f"{label[top]} / {label[bottom]}"
+                figures.append(harness.figure(f"{example}: {name}", ratio, at_most=target))
+                verdict = "" if target is None else "met" if ratio <= target else "MISSED"
+                shown.append(f"{name} {ratio:.2f}" + (f" ({verdict}: <= {target})" * bool(verdict)))
+        print(f"{example}: median train_seconds; median of paired ratios:", flush=True)
+        print("\n".join(f"  {line}" for line in shown), flush=True)
     # Where a summary does not record its threads, say what they could have been.
     unrecorded = {
         "idle": f"not recorded (torch's default: {default_threads(project)})",
         "loaded": "as idle",
         "forced": "not recorded (OMP_NUM_THREADS=1)",
+        "idle_all": f"not recorded ({CORES} asked for)",
+        "loaded_all": f"not recorded ({CORES} asked for)",
     }
     threads = {}
-    for condition in CONDITIONS:
+    for condition in conditions:
         recorded = {run["threads"] for measured in runs.values() for run in measured[condition]}
         threads[condition] = sorted(recorded - {None}) or unrecorded[condition]
     result.write(figures, torch_threads=threads, details=runs)
