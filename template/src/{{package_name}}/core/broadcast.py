@@ -72,8 +72,7 @@ _IN_PLACE = "add sub mul truediv floordiv mod pow and or xor lshift rshift"
 _WRITERS = {"__setitem__", "__set__", *(f"__i{operator}__" for operator in _IN_PLACE.split())}
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less"}
 _COMPARISONS |= {"less_equal", "not_equal"}
-_MASK_LOGIC = {"bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or"}
-_MASK_LOGIC |= {"logical_xor"}
+_MASK_LOGIC = {f"{kind}_{op}" for kind in ("bitwise", "logical") for op in ("and", "or", "xor")}
 
 _CONSTANT, _GRID, _MASK, _DATA = 0, 1, 2, 3
 """Provenance, ordered: a result is the most data-like of its inputs, except that comparing

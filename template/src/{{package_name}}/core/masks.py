@@ -93,8 +93,7 @@ def masked_time_max(
 ) -> Float[Tensor, "batch feature"]:
     """Each sequence's maximum over its real steps; zeros for a sequence without one."""
     kept = torch.where(rearrange(keep, "batch time -> batch time 1"), values, -torch.inf)
-    pooled = kept.amax(dim=1)
-    return torch.where(rearrange(keep.any(dim=1), "batch -> batch 1"), pooled, 0.0)
+    return torch.where(rearrange(keep.any(dim=1), "batch -> batch 1"), kept.amax(dim=1), 0.0)
 
 
 @typechecked

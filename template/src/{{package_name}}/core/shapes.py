@@ -1,8 +1,7 @@
 """The one switch for runtime shape checking: every typed function and every ``forward`` is
-wrapped by :func:`typechecked`, so how annotations are enforced changes here and nowhere
-else. A verdict is remembered per shape signature, so a training loop pays for the full
-jaxtyping and beartype check only when something new arrives; ``docs/defences.md`` ("How
-shape checks work") states what a signature holds and what is checked at every call.
+wrapped by :func:`typechecked`, so how annotations are enforced changes here alone. A verdict
+is remembered per shape signature: a training loop pays for the full jaxtyping and beartype
+check only when something new arrives (``docs/defences.md``, "How shape checks work").
 
 Shape strings name axes from one vocabulary (``batch``, ``time``, ``env``, ``feature``,
 ``action``, ``class``). A single-axis string starts with a space, ``Float[Tensor, " batch"]``,

@@ -38,8 +38,7 @@ class ActorCritic(nn.Module):
         self.networks: tuple[Callable[..., Any], Callable[..., Any]] = (self.actor, self.critic)
 
     def compile_networks(self, **options: Any) -> None:
-        """Run the actor and the critic through ``torch.compile`` from now on, their shapes
-        still checked at each compiled boundary."""
+        """Compile the actor and the critic; their shapes stay checked at the compiled boundary."""
         self.networks = (compiled(self.actor, **options), compiled(self.critic, **options))
 
     def _gaussian(self, observation: Float[Tensor, "batch feature"]) -> Distribution:

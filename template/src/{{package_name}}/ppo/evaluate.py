@@ -17,11 +17,9 @@ def evaluate(
     deterministic: bool = True,
     frames: list[np.ndarray] | None = None,
 ) -> list[float]:
-    """Returns of ``episodes`` episodes, one per environment, played to their end by the
-    greedy policy (``deterministic``) or by actions sampled from it; the steps of the next
-    episode that autoreset begins are not counted. Given ``frames``, the first environment's
-    episode is drawn into it, one RGB image per step up to the last (whose frame autoreset
-    has already replaced)."""
+    """Returns of ``episodes`` episodes, one per environment, each played to its end (not into
+    the next, which autoreset begins). Given ``frames``, the first environment's episode is
+    drawn into it, an RGB image per step but the last, which autoreset has already replaced."""
     device = next(agent.parameters()).device
     envs = make_vector_env(env_id, episodes, render_mode=None if frames is None else "rgb_array")
     observation, _ = envs.reset(seed=seed)

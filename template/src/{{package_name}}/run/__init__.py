@@ -1,3 +1,1 @@
-"""The run machinery: the command line, one-line errors, checkpoint files, tracking, the run
-summary and the guard callbacks. The template maintains it; ``copier update`` keeps it current.
-"""
+"""The examples' run machinery: the template maintains it and ``copier update`` keeps it current."""

@@ -52,7 +52,6 @@ class ExampleCLI(LightningCLI):
 
     notices: tuple[str, ...] = ()  # patterns of Lightning's hints that do not apply here
     guarded_steps = 50  # training steps under the broadcast guard
-    # --checkpoint.* defaults: the best epoch by val_loss and the last (--ckpt_path last)
     checkpoint_defaults: dict[str, Any] = {
         "monitor": "val_loss",
         "filename": "best-{epoch}-{val_loss:.4f}",
@@ -113,8 +112,7 @@ class ExampleCLI(LightningCLI):
     def _check_run_files(self) -> None:
         """Refuse folders that cannot be written, and ``--ckpt_path last`` with no last.ckpt
         (Lightning would start from scratch: a mistyped root would train anew). Outside a fit,
-        which alone writes checkpoints, hide ModelCheckpoint's notice that another folder's
-        will not bring back its list of best files (undone as quiet_third_parties() closes)."""
+        which writes no checkpoint, hide ModelCheckpoint's notice that the dirpath changed."""
         trainer = self.trainer
         check_writable(trainer.default_root_dir, "--trainer.default_root_dir")
         checkpoint = trainer.checkpoint_callback
@@ -219,9 +217,8 @@ class DataExampleCLI(ExampleCLI):
 
 
 def check_writable(folder: str | Path, option: str) -> None:
-    """Create ``folder`` and write a file into it, or raise a :class:`UserError` that names
-    the ``option`` and the cause. A run that cannot write finds out here, not after its
-    first epoch. Remote folders (``s3://...``) are left to their filesystem."""
+    """Create ``folder`` and write a file there, or raise a :class:`UserError` naming ``option``
+    and the cause, so a run finds out before its first epoch. Remote folders are left alone."""
     if "://" in str(folder):
         return
     path = Path(folder)
@@ -245,9 +242,8 @@ _TIP_SOURCES = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utili
 
 @contextmanager
 def quiet_third_parties(*notices: str) -> Iterator[None]:
-    """While it is open, hide the two notices below, ``notices`` (a command's own message
-    patterns) and Lightning's cloud tips, by the start of the message on the loggers that
-    emit them. Nothing else; on exit every filter is undone."""
+    """While open, hide the two notices below, ``notices`` (a command's own message patterns)
+    and Lightning's cloud tips, and nothing else; on exit every filter is undone."""
     sources = [logging.getLogger(name) for name in _TIP_SOURCES]
 
     def not_a_tip(record: logging.LogRecord) -> bool:  # Lightning's, at INFO on every fit

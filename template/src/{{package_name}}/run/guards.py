@@ -1,7 +1,4 @@
 """Lightning callbacks that put the guards into ``Trainer.fit``: add them to ``callbacks``.
-:class:`BroadcastGuardCallback` guards the first training steps; :class:`NonFiniteLocator`
-stops at the first NaN or Inf and names the module it came from.
-
 Copy-paste: this file imports third-party packages, ``core/broadcast.py`` and ``shapes``."""
 
 import math
@@ -22,11 +19,10 @@ __all__ = ["BroadcastGuardCallback", "NonFiniteError", "NonFiniteLocator"]
 
 class BroadcastGuardCallback(Callback):
     """Guards the first ``steps`` training batches, then removes itself: a shape bug shows in
-    the first steps, and the guard's Python-level overhead is then gone for good. The guard is
-    on from ``on_train_epoch_start`` until the ``steps``-th ``on_train_batch_end``, so it also
-    sees each batch being fetched (PPO collects its rollout there) and any validation in
-    between; backward runs in C++, unseen. Each time it arms it applies ``mark_buffer`` to the
-    module's buffers, made before any guard."""
+    the first steps, and the guard's Python-level overhead is then gone for good. Armed at each
+    epoch's start, it also sees batches being fetched (PPO collects its rollout there) and any
+    validation in between; backward runs in C++, unseen. Arming, it marks the module's buffers
+    (made before any guard) with ``mark_buffer``."""
 
     def __init__(self, steps: int = 50) -> None:
         self.steps = steps
@@ -55,8 +51,7 @@ class BroadcastGuardCallback(Callback):
 
 
 class NonFiniteError(RuntimeError):
-    """Training produced a NaN or Inf; the message is the locator's report, whose last line
-    is a one-line summary."""
+    """A NaN or Inf in training; the message is the locator's report, its last line a summary."""
 
 
 class NonFiniteLocator(Callback):

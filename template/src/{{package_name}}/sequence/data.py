@@ -130,8 +130,7 @@ def read_sequences(
 def pad(
     steps: list[Float[Tensor, "time feature"]],
 ) -> tuple[Float[Tensor, "batch time feature"], Bool[Tensor, "batch time"]]:
-    """Sequences stacked from their first step, zeros after each one's end, and the mask of
-    real steps."""
+    """Stacked sequences, zero-padded after each one's end, and the mask of real steps."""
     lengths = torch.tensor([len(sequence) for sequence in steps])
     padded = torch.nn.utils.rnn.pad_sequence(steps, batch_first=True)
     return padded, real_steps(lengths, padded.shape[1])
