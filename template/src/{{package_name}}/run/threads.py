@@ -31,5 +31,7 @@ class CpuThreads(Callback):
         self.previous = torch.get_num_threads()
         torch.set_num_threads(chosen(pl_module.hparams.get("torch_threads")))
 
-    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        torch.set_num_threads(self.previous)
+    def teardown(self, *_: object) -> None:
+        torch.set_num_threads(getattr(self, "previous", torch.get_num_threads()))
+
+    on_exception = teardown  # a failed fit gives them back too

@@ -1,16 +1,19 @@
 """Every example computes with the CPU threads of one setting (``run/threads.py``): the
 option, else ``OMP_NUM_THREADS``, else one. An in-process fit gives the count back."""
 
+import importlib
 import json
 import os
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
+from lightning.pytorch.callbacks import Callback
 
 from ..run.errors import UserError
 from ..run.threads import chosen
-from .project import EXAMPLES, QUIET, example_main
+from .project import EXAMPLES, PACKAGE, QUIET
 
 
 def test_the_option_comes_before_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,19 +47,39 @@ def test_more_threads_than_usable_cores_is_a_one_line_warning(
     assert line.startswith("warning: ")
 
 
+TINY = {
+    "regression": ["--data.synthetic_samples=128", "--model.hidden_sizes=[4]"],
+    "sequence": ["--model.width=4", "--model.heads=1", "--model.layers=1"],
+    "ppo": ["--model.num_envs=2", "--model.num_steps=8", "--model.total_env_steps=16"]
+    + ["--model.num_minibatches=1", "--model.update_epochs=1", "--model.eval_episodes=1"],
+}
+
+
+def _fit(example: str, root: Path, *callbacks: Callback) -> None:
+    run = ["--trainer.max_epochs=1", "--trainer.logger=false", "--model.torch_threads=2"]
+    args = ["fit", f"--trainer.default_root_dir={root}", *QUIET, *run, *TINY[example]]
+    importlib.import_module(f"{PACKAGE}.{example}.__main__").main(args, callbacks)
+
+
 @pytest.mark.cli
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_a_fit_records_its_threads_and_gives_the_process_its_own_back(
     tmp_path: Path, example: str
 ) -> None:
-    tiny = {
-        "regression": ["--data.synthetic_samples=128", "--model.hidden_sizes=[4]"],
-        "sequence": ["--model.width=4", "--model.heads=1", "--model.layers=1"],
-        "ppo": ["--model.num_envs=2", "--model.num_steps=8", "--model.total_env_steps=16"]
-        + ["--model.num_minibatches=1", "--model.update_epochs=1", "--model.eval_episodes=1"],
-    }[example]
-    run = ["--trainer.max_epochs=1", "--trainer.logger=false", "--model.torch_threads=2"]
-    example_main(example)(["fit", f"--trainer.default_root_dir={tmp_path}", *QUIET, *run, *tiny])
+    _fit(example, tmp_path)
     assert torch.get_num_threads() == 1  # the conftest's
     (summary,) = tmp_path.rglob("summary.json")
     assert json.loads(summary.read_text())["torch_threads"] == 2
+
+
+class _Fails(Callback):
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        assert torch.get_num_threads() == 2
+        raise RuntimeError("a bug in the run")
+
+
+@pytest.mark.cli
+def test_a_failed_fit_gives_the_process_its_threads_back(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="a bug in the run"):
+        _fit(EXAMPLES[0], tmp_path, _Fails())
+    assert torch.get_num_threads() == 1
