@@ -34,4 +34,5 @@ class CpuThreads(Callback):
     def teardown(self, *_: object) -> None:
         torch.set_num_threads(getattr(self, "previous", torch.get_num_threads()))
 
-    on_exception = teardown  # a failed fit gives them back too
+    def on_exception(self, *_: object) -> None:  # a failed fit gives them back too
+        self.teardown()
