@@ -1,6 +1,5 @@
-"""A run's CPU threads: ``--model.torch_threads``, else ``OMP_NUM_THREADS`` (a cluster's, or
-Lightning's share for each DDP process), else one. With torch's default, every core, workers
-spin while another process holds a core: beside a second run, fits ran 2-4x slower."""
+"""A run's CPU threads: ``--model.torch_threads``, else ``OMP_NUM_THREADS`` (a cluster's or DDP's
+share), else 1. torch's default, every core, spins while others hold cores: 2-4x slower fits."""
 
 import os
 import sys
@@ -25,14 +24,11 @@ def chosen(torch_threads: int | None) -> int:
 
 
 class CpuThreads(Callback):
-    """The module's ``torch_threads`` while a run lasts; an in-process fit gives them back."""
-
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self.previous = torch.get_num_threads()
         torch.set_num_threads(chosen(pl_module.hparams.get("torch_threads")))
 
-    def teardown(self, *_: object) -> None:
+    def teardown(self, *_: object, **__: object) -> None:  # an in-process fit gives them back
         torch.set_num_threads(getattr(self, "previous", torch.get_num_threads()))
 
-    def on_exception(self, *_: object) -> None:  # a failed fit gives them back too
-        self.teardown()
+    on_exception = teardown  # a failed one too
