@@ -10,7 +10,8 @@ conditions take turns in every repeat:
   happens;
 - ``forced``: idle with ``OMP_NUM_THREADS=1``;
 - ``idle_all`` and ``loaded_all``: idle and loaded with ``--model.torch_threads`` set to
-  every core this process may use, torch's own default, against which the default was chosen.
+  every core this process may use, torch's own default, against which the default was chosen;
+  in the first ``--every-core-repeats`` repeats only, as a loaded one can take minutes.
 Each run's time is its ``summary.json``'s ``train_seconds``. Printed per example: the
 median of each condition, the median over repeats of each repeat's loaded/idle ratio
 (target at most 1.5 beside one busy process on 2 cores) and of its idle/forced ratio
@@ -111,6 +112,12 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=1, help="busy processes (default 1)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
+        "--every-core-repeats",
+        type=int,
+        default=2,
+        help="repeats of the every-core conditions, the first ones (default 2: they are slow)",
+    )
+    parser.add_argument(
         "--conditions", nargs="+", choices=CONDITIONS, default=CONDITIONS, help="default: all"
     )
     parser.add_argument("--examples", nargs="+", choices=EXAMPLES, help="default: all rendered")
@@ -138,6 +145,8 @@ def main() -> None:
         for repeat in range(arguments.repeats):
             for example in examples:
                 for condition in harness.rotated(conditions, repeat):
+                    if condition.endswith("_all") and repeat >= arguments.every_core_repeats:
+                        continue
                     root = Path(scratch) / f"{example}-{repeat}-{condition}"
                     run = measure(
                         project,
@@ -151,6 +160,7 @@ def main() -> None:
                 shown = ", ".join(
                     f"{condition} {runs[example][condition][-1]['seconds']:.2f} s"
                     for condition in conditions
+                    if len(runs[example][condition]) > repeat
                 )
                 print(f"  {example} repeat {repeat}: {shown}", flush=True)
     figures = []
@@ -180,7 +190,8 @@ def main() -> None:
             shown.append(f"{label[condition]} {median:.2f} s")
         for top, bottom, target in ratios:
             if top in seconds and bottom in seconds:
-                ratio = harness.paired(seconds[top], seconds[bottom])
+                pairs = min(len(seconds[top]), len(seconds[bottom]))  # every core: fewer
+                ratio = harness.paired(seconds[top][:pairs], seconds[bottom][:pairs])
                 name = f"{label[top]} / {label[bottom]}"
                 figures.append(harness.figure(f"{example}: {name}", ratio, at_most=target))
                 verdict = "" if target is None else "met" if ratio <= target else "MISSED"
