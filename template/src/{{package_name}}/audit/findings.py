@@ -25,7 +25,7 @@ class Finding:
     """One distinct problem: ``op`` stretched ``shapes`` to ``result``, or (an annotation)
     ``function``'s ``argument`` was ``actual``, the first value seen, not ``expected``."""
 
-    kind: Literal["broadcast", "annotation"]
+    kind: Literal["broadcast", "annotation", "nonfinite"]
     op: str
     shapes: list[list[int]]
     result: list[int]
@@ -33,6 +33,8 @@ class Finding:
     line: int
     source: str
     count: int = 1
+    nonfinite: int | None = None
+    saved: str | None = None
     library: str | None = None
     user_file: str | None = None
     user_line: int | None = None
@@ -41,6 +43,8 @@ class Finding:
     argument: str | None = None
     expected: str | None = None
     actual: str | None = None
+    module: str | None = None
+    module_class: str | None = None
 
     def summary(self) -> str:
         """Two or three lines for the terminal; the JSON report is the full record."""
@@ -49,6 +53,10 @@ class Finding:
             shapes = [tuple(shape) for shape in self.shapes]
             listed = ", ".join(map(str, shapes[:-1])) + f" and {shapes[-1]}"
             what = f"{self.op} stretched every operand: {listed} -> {tuple(self.result)}"
+        elif self.kind == "nonfinite":
+            inside = f" in {self.module or 'the top module'} ({self.module_class})"
+            what = f"{self.op} made {self.nonfinite} non-finite of {tuple(self.result)} values"
+            what += (inside if self.module is not None else "") + f"; inputs in {self.saved}"
         else:
             what = f"{self.function}: {self.argument} is {self.actual}, not {self.expected}"
         lines = [f"  {what}, {times}", f"    at {self.file}:{self.line}: {self.source}"]
