@@ -103,10 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                 undo.callback(signal.setitimer, signal.ITIMER_REAL, 0)
                 signal.setitimer(signal.ITIMER_REAL, options.max_seconds)
             if options.nonfinite:  # beneath the guard: its checks are not guarded
-                saved = options.report.with_suffix(".nonfinite.pt") if options.report else None
-                undo.enter_context(
-                    NonFiniteCheck(findings, saved or Path("nonfinite.pt").absolute())
-                )
+                report = options.report or Path("audit.json").absolute()  # its inputs beside
+                undo.enter_context(NonFiniteCheck(findings, report.with_suffix(".nonfinite.pt")))
             try:
                 status = run_program(program, options.module, BroadcastGuard(on_stretch=on_stretch))
             except _OutOfTime:

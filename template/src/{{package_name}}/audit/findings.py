@@ -8,6 +8,7 @@ import importlib.util
 import inspect
 import json
 import linecache
+import math
 import os
 import sysconfig
 from collections.abc import Callable
@@ -23,7 +24,8 @@ from ..core.broadcast import Stretch
 @dataclass
 class Finding:
     """One distinct problem: ``op`` stretched ``shapes`` to ``result``, or (an annotation)
-    ``function``'s ``argument`` was ``actual``, the first value seen, not ``expected``."""
+    ``function``'s ``argument`` was ``actual``, the first value seen, not ``expected``, or
+    ``op`` made ``nonfinite`` values of its ``result`` non-finite (its inputs: ``saved``)."""
 
     kind: Literal["broadcast", "annotation", "nonfinite"]
     op: str
@@ -54,9 +56,10 @@ class Finding:
             listed = ", ".join(map(str, shapes[:-1])) + f" and {shapes[-1]}"
             what = f"{self.op} stretched every operand: {listed} -> {tuple(self.result)}"
         elif self.kind == "nonfinite":
-            inside = f" in {self.module or 'the top module'} ({self.module_class})"
-            what = f"{self.op} made {self.nonfinite} non-finite of {tuple(self.result)} values"
-            what += (inside if self.module is not None else "") + f"; inputs in {self.saved}"
+            where = f" in {self.module or 'the top module'} ({self.module_class})"
+            what = f"{self.op}{where * (self.module is not None)} made {self.nonfinite} of "
+            what += f"{math.prod(self.result)} values non-finite"
+            times = f"the program stopped; its inputs are in {self.saved}"
         else:
             what = f"{self.function}: {self.argument} is {self.actual}, not {self.expected}"
         lines = [f"  {what}, {times}", f"    at {self.file}:{self.line}: {self.source}"]

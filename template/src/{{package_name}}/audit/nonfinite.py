@@ -49,10 +49,12 @@ def _plan(func: Callable[..., Any]) -> tuple[bool, bool, str]:
     checked), whether it writes into its first argument, and its name as written."""
     name = getattr(func, "__name__", "")
     packet = getattr(torch.ops.aten, name, None) if name.isidentifier() else None
-    overloads = getattr(packet, "overloads", list)()  # an aten op's; none for others
-    view = name != "to" and any(getattr(packet, each).is_view for each in overloads)
+    view = name != "to" and any(
+        getattr(packet, o).is_view for o in getattr(packet, "overloads", list)()
+    )
     writes = name == "__setitem__" or name.endswith("_") and not name.endswith("__")
-    return view or name in ("__get__", "__set__", "__getitem__"), writes, broadcast._op_name(func)
+    shown = broadcast._op_name(func).replace("torch._C._nn.", "torch.nn.functional.")
+    return view or name in ("__get__", "__set__", "__getitem__"), writes, shown
 
 
 def _floats(value: object) -> list[torch.Tensor]:
@@ -66,13 +68,10 @@ def _floats(value: object) -> list[torch.Tensor]:
 
 
 def _total(tensors: list[torch.Tensor]) -> float:
-    """Their sum (of norms, for several); NaN where values cannot be read (meta tensors,
-    inside vmap), which the exact count then passes."""
+    """Their sum; NaN where values cannot be read (meta tensors, inside vmap), which the
+    exact count then passes."""
     try:
-        if len(tensors) == 1:
-            return tensors[0].detach().sum().item()
-        with torch.no_grad():
-            return torch.stack(torch._foreach_norm(tensors)).sum().item()  # pyright: ignore[reportPrivateImportUsage]
+        return sum(tensor.detach().sum().item() for tensor in tensors)
     except RuntimeError:
         return math.nan
 
@@ -93,10 +92,8 @@ class NonFiniteCheck(TorchFunctionMode):
 
     def __init__(self, findings: Findings, saved: Path) -> None:
         super().__init__()
-        self.findings, self.saved = findings, saved
-        self.modules: tuple[nn.Module, ...] = ()
+        self.findings, self.saved, self.modules = findings, saved, ()
         self.origins: dict[int, tuple[weakref.ref[torch.Tensor], _Origin]] = {}
-        self.last: _Op | None = None  # whose gradients were checked last
 
     def __enter__(self) -> "NonFiniteCheck":
         self.hooks = [
@@ -138,22 +135,21 @@ class NonFiniteCheck(TorchFunctionMode):
             return func(*args, **kwargs)
         result = func(*args, **kwargs)
         skip, writes, name = _plan(func)
-        outputs = [] if skip else _floats(args[0] if writes and result is None else result)
+        if skip or not (outputs := _floats(args[0] if writes and result is None else result)):
+            return result
         caller = sys._getframe(1)
         if caller.f_code.co_filename == broadcast.__file__ and caller.f_back is not None:
             caller = caller.f_back  # the guard's frame, above this mode
-        if not outputs or caller.f_code.co_filename.startswith(_UNCHECKED):
+        if caller.f_code.co_filename.startswith(_UNCHECKED):
             return result
         if not math.isfinite(_total(outputs)):
             for output in outputs:
                 self._nonfinite(name, [*_floats(args), *_floats(kwargs)], output)
         elif writes:  # values written over
             self.origins.pop(id(outputs[0]), None)
-        if torch.is_grad_enabled() and any(output.grad_fn is not None for output in outputs):
-            hook = functools.partial(self._gradients, self._here(name))
-            for output in outputs:
-                if output.grad_fn is not None:
-                    output.grad_fn.register_hook(hook)
+        for output in outputs if torch.is_grad_enabled() else ():
+            if output.grad_fn is not None:
+                output.grad_fn.register_hook(functools.partial(self._gradients, self._here(name)))
         return result
 
     def _nonfinite(self, name: str, inputs: list[torch.Tensor], output: torch.Tensor) -> None:
@@ -174,25 +170,21 @@ class NonFiniteCheck(TorchFunctionMode):
             self.origins[key] = (weakref.ref(output, lambda _: self.origins.pop(key, None)), known)
 
     def _gradients(self, op: _Op, made: Sequence[Any], received: Sequence[Any]) -> None:
-        """A node's hook: the gradients it made are finite if those it received were. If
-        they were not, a node without a hook made them (inside one call such as
-        ``cross_entropy``): the op checked before. Float16 overflows are GradScaler's."""
+        """A node's hook: the gradients it made for its inputs are finite. Float16 overflows
+        are GradScaler's routine."""
         grads = [g for g in _floats(made) if g.dtype != torch.float16]
-        finite = not grads or math.isfinite(_total(grads))
-        if not finite and (bad := next((g for g in grads if _count(g)), None)) is not None:
-            if self.last is not None and not math.isfinite(_total(_floats(received))):
-                op = self.last
-            op = op._replace(name=f"{op.name} (backward)")
-            self._found((op, _floats(received), bad.shape, _count(bad)))
-        self.last = op
+        if grads and not math.isfinite(_total(grads)):
+            for grad in filter(_count, grads):
+                backward = op._replace(name=f"{op.name} (backward)")
+                self._found((backward, _floats(received), grad.shape, _count(grad)))
 
     def _found(self, origin: _Origin) -> NoReturn:
         """Save the op's inputs, add the finding and stop the program."""
         op, inputs, shape, count = origin
         torch.save([t.detach().cpu() for t in inputs], self.saved)
         file = op.file if op.file.startswith("<") else os.path.abspath(op.file)
-        source = linecache.getline(op.file, op.line).strip()
         shapes = [list(t.shape) for t in inputs]
+        source = linecache.getline(op.file, op.line).strip()
         finding = Finding("nonfinite", op.name, shapes, list(shape), file, op.line, source)
         finding.nonfinite, finding.saved = count, str(self.saved)
         if op.modules:  # named from the outermost module that holds it

@@ -157,23 +157,15 @@ def _name_from_calls(function: _Function) -> None:
     ``Conv2d``, the axes after the first of its tensors of rank 4 are ``channel height width``
     (``length`` for 1d, ``depth height width`` for 3d)."""
     calls = function.entry["calls"]
+    ints = [call.get("ints", {}) for call in calls]
     for cluster in [c for c in function.clusters if c.name is None and len(c.seen) > 1]:
         sizes = (cluster.sizes or {}).items()
-        same = [
-            p
-            for p in function.params
-            if all(calls[c].get("ints", {}).get(p) == s for c, s in sizes)
-        ]
-        if sizes and len(same) == 1 and same[0].isidentifier() and same[0][0] != "_":
+        same = [p for p in function.params if all(ints[c].get(p) == s for c, s in sizes)]
+        if sizes and len(same) == 1 and not same[0].startswith("_"):
             function.name(cluster, same[0], f"= {same[0]}, an argument")
     for dims in {dims for call in calls for dims in call.get("conv", {}).values()}:
-        names = [
-            "channel",
-            *{1: ["length"], 2: ["height", "width"]}.get(dims, ["depth", "height", "width"]),
-        ]
-        for path in [
-            path for path, rank in function.ranks.items() if rank == dims + 2 and len(path) == 1
-        ]:
+        names = ["channel", *("length", "height width", "depth height width")[dims - 1].split()]
+        for path in [p for p, rank in function.ranks.items() if rank == dims + 2 and len(p) == 1]:
             for position, name in enumerate(names, 1):
                 cluster = function.cluster_of[path, position]
                 if cluster.name is None and len(cluster.seen) > 1:

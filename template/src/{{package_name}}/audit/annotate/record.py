@@ -25,14 +25,7 @@ from .names import definitions
 FORMAT, VERSION = "annotate-record", 1
 _RETURNS = {dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap}
 _LAZY = 0x20 | 0x80 | 0x200  # generators and coroutines: a yield is not a return
-_CONVS = (
-    nn.Conv1d,
-    nn.Conv2d,
-    nn.Conv3d,
-    nn.ConvTranspose1d,
-    nn.ConvTranspose2d,
-    nn.ConvTranspose3d,
-)
+_CONVS = [getattr(nn, f"Conv{kind}{dims}d") for kind in ("", "Transpose") for dims in (1, 2, 3)]
 _DIMS = {conv.forward.__code__: int(conv.__name__[-2]) for conv in _CONVS}  # Conv2d: 2
 
 
@@ -125,9 +118,8 @@ def recording(sources: list[str], calls: dict[tuple[str, str], int], files: dict
         caller = {"function": stack[-1][0], "args": stack[-1][1]["args"]} if stack else None
         tensors = {p: v for p in found[2] if isinstance(v := values.get(p), torch.Tensor)}
         ints = {p: v for p in found[2] if type(v := values.get(p)) is int}
-        stack.append(
-            (found[0], {"args": args, "caller": caller, "count": 0, "ints": ints}, tensors)
-        )
+        observed = {"args": args, "caller": caller, "count": 0, "ints": ints}
+        stack.append((found[0], observed, tensors))
         frame.f_trace_lines = False
         return end
 
