@@ -82,13 +82,6 @@ def describe(value: Any, depth: int = 0) -> dict:
     return {"other": type(value).__name__}
 
 
-def _sizes(value: Any) -> set[int]:
-    """Every axis size in a described value."""
-    if isinstance(value, dict):
-        return set(value.get("tensor", ())).union(*map(_sizes, value.values()))
-    return set().union(*map(_sizes, value)) if isinstance(value, list) else set()
-
-
 @contextlib.contextmanager
 def recording(sources: list[str], calls: dict[tuple[str, str], int], files: dict) -> Iterator[None]:
     """Counts in ``calls`` (function key and call as text) the distinct calls of each function
@@ -125,12 +118,13 @@ def recording(sources: list[str], calls: dict[tuple[str, str], int], files: dict
 
     def end(frame: FrameType, event: str, arg: Any) -> Any:
         if event == "return":  # after the calls it made, in order
-            key, observed, _ = stack.pop()
+            key, observed, tensors = stack.pop()
             lasti = frame.f_lasti  # a return instruction, or where it raised
             done = arg is not None or lasti < 0 or frame.f_code.co_code[lasti] in _RETURNS
             observed.update(result=describe(arg) if done else None, complete=done)
-            sizes = _sizes([observed["args"], observed["result"]])  # a step count is no size
-            ints = {p: v for p, v in observed.pop("ints").items() if v in sizes}
+            out = arg if isinstance(arg, tuple | list) else [arg]  # a step count is no size
+            shapes = [t.shape for t in [*tensors.values(), *out] if isinstance(t, torch.Tensor)]
+            ints = {p: v for p, v in observed.pop("ints").items() if any(v in s for s in shapes)}
             observed.update({"ints": ints} if ints else {})
             text = json.dumps(observed, sort_keys=True)
             calls[key, text] = calls.get((key, text), 0) + 1
