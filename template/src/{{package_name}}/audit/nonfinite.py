@@ -129,7 +129,7 @@ class NonFiniteCheck(TorchFunctionMode):
         kwargs = kwargs or {}
         if func in _BACKWARD:  # the loss
             for loss in _floats(args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))):
-                if not math.isfinite(_total([loss])):
+                if not math.isfinite(_total([loss])) and _count(loss):
                     here = (self._here(broadcast._op_name(func)), [loss], loss.shape, 1)
                     self._found(self._origin(loss) or here)
             return func(*args, **kwargs)

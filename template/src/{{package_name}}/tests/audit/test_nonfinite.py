@@ -57,7 +57,8 @@ def _untyped(folder: Path, bug: str | None = None) -> int:
         return 0
     clean, planted, found = PLANTED[bug]
     model = folder / "untyped_model.py"
-    text = model.read_text().replace(clean, planted)
+    assert clean in (text := model.read_text())
+    text = text.replace(clean, planted)
     model.write_text(text)
     return [line.strip() for line in text.splitlines()].index(found) + 1
 
