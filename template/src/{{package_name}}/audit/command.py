@@ -22,6 +22,7 @@ from torch.nn.modules.module import register_module_buffer_registration_hook
 
 from ..core.broadcast import BroadcastError, BroadcastGuard, Stretch, mark_buffer
 from .findings import Findings
+from .nonfinite import NonFiniteCheck, NonFiniteFound
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     add("--stop-on-first", action="store_true", help="raise at the first finding")
     typecheck = "also check the annotations of PACKAGE (repeatable); each violation is a finding"
     add("--typecheck", action="append", default=[], metavar="PACKAGE", help=typecheck)
+    nonfinite = "stop at the first NaN, or infinity that reaches a loss or gradient, and report it"
+    add("--nonfinite", action="store_true", help=nonfinite)
     add("-m", dest="module", action="store_true", help="run MODULE as python -m does")
     # The script or module and everything after it, verbatim: the program's own arguments.
     add("program", nargs=argparse.PARSER, metavar="SCRIPT | MODULE")
@@ -99,10 +102,15 @@ def main(argv: list[str] | None = None) -> int:
                 undo.callback(signal.signal, signal.SIGALRM, signal.signal(signal.SIGALRM, _stop))
                 undo.callback(signal.setitimer, signal.ITIMER_REAL, 0)
                 signal.setitimer(signal.ITIMER_REAL, options.max_seconds)
+            if options.nonfinite:  # beneath the guard: its checks are not guarded
+                report = options.report or Path("audit.json").absolute()  # its inputs beside
+                undo.enter_context(NonFiniteCheck(findings, report.with_suffix(".nonfinite.pt")))
             try:
                 status = run_program(program, options.module, BroadcastGuard(on_stretch=on_stretch))
             except _OutOfTime:
                 stopped = True
+            except NonFiniteFound:
+                pass  # a finding, recorded where the program stopped
         if status is None:
             parser.error(f"no module named {target!r}")
 
@@ -155,7 +163,7 @@ def run_program(
         if not isinstance(code, int):
             print(code, file=sys.stderr)
         return code if isinstance(code, int) else 1
-    except _OutOfTime:
+    except (_OutOfTime, NonFiniteFound):
         raise
     except BaseException as error:  # the program failed: show it as Python would
         sys.stdout.flush()

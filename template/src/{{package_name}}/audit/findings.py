@@ -8,6 +8,7 @@ import importlib.util
 import inspect
 import json
 import linecache
+import math
 import os
 import sysconfig
 from collections.abc import Callable
@@ -23,9 +24,10 @@ from ..core.broadcast import Stretch
 @dataclass
 class Finding:
     """One distinct problem: ``op`` stretched ``shapes`` to ``result``, or (an annotation)
-    ``function``'s ``argument`` was ``actual``, the first value seen, not ``expected``."""
+    ``function``'s ``argument`` was ``actual``, the first value seen, not ``expected``, or
+    ``op`` made ``nonfinite`` values of its ``result`` non-finite (its inputs: ``saved``)."""
 
-    kind: Literal["broadcast", "annotation"]
+    kind: Literal["broadcast", "annotation", "nonfinite"]
     op: str
     shapes: list[list[int]]
     result: list[int]
@@ -33,6 +35,8 @@ class Finding:
     line: int
     source: str
     count: int = 1
+    nonfinite: int | None = None
+    saved: str | None = None
     library: str | None = None
     user_file: str | None = None
     user_line: int | None = None
@@ -41,6 +45,8 @@ class Finding:
     argument: str | None = None
     expected: str | None = None
     actual: str | None = None
+    module: str | None = None
+    module_class: str | None = None
 
     def summary(self) -> str:
         """Two or three lines for the terminal; the JSON report is the full record."""
@@ -49,6 +55,11 @@ class Finding:
             shapes = [tuple(shape) for shape in self.shapes]
             listed = ", ".join(map(str, shapes[:-1])) + f" and {shapes[-1]}"
             what = f"{self.op} stretched every operand: {listed} -> {tuple(self.result)}"
+        elif self.kind == "nonfinite":
+            where = f" in {self.module or 'the top module'} ({self.module_class})"
+            what = f"{self.op}{where * (self.module is not None)} made {self.nonfinite} of "
+            what += f"{math.prod(self.result)} values non-finite"
+            times = f"the program stopped; its inputs are in {self.saved}"
         else:
             what = f"{self.function}: {self.argument} is {self.actual}, not {self.expected}"
         lines = [f"  {what}, {times}", f"    at {self.file}:{self.line}: {self.source}"]

@@ -1,7 +1,8 @@
 """From recorded calls and the sources, the jaxtyping annotations that pass sizes never recorded
 and refuse what no run showed. Axes share a name only if their sizes agreed in every call
 (``(N, 1)`` against ``(N,)`` stays apart); an axis that varied is named from the code (names.py),
-then a tracked caller's or callee's axis, ``batch``, ``<param>_axis<i>``; a fixed one: its size."""
+then by an integer argument it equalled, by a convolution's layout, a tracked caller's or
+callee's axis, ``batch``, ``<param>_axis<i>``; a fixed one: its size."""
 
 import ast
 import functools
@@ -150,6 +151,27 @@ def _name_from_code(function: _Function, node: ast.AST | None) -> None:
             function.name(cluster, name, how)
 
 
+def _name_from_calls(function: _Function) -> None:
+    """An axis that equalled one integer argument in every call takes its name (``end`` in
+    ``precompute_freqs_cis(dim, end)``). Then, in a function that gave a parameter to a
+    ``Conv2d``, the axes after the first of its tensors of rank 4 are ``channel height width``
+    (``length`` for 1d, ``depth height width`` for 3d)."""
+    calls = function.entry["calls"]
+    ints = [call.get("ints", {}) for call in calls]
+    for cluster in [c for c in function.clusters if c.name is None and len(c.seen) > 1]:
+        sizes = (cluster.sizes or {}).items()
+        same = [p for p in function.params if all(ints[c].get(p) == s for c, s in sizes)]
+        if sizes and len(same) == 1 and not same[0].startswith("_"):
+            function.name(cluster, same[0], f"= {same[0]}, an argument")
+    for dims in {dims for call in calls for dims in call.get("conv", {}).values()}:
+        names = ["channel", *("length", "height width", "depth height width")[dims - 1].split()]
+        for path in [p for p, rank in function.ranks.items() if rank == dims + 2 and len(p) == 1]:
+            for position, name in enumerate(names, 1):
+                cluster = function.cluster_of[path, position]
+                if cluster.name is None and len(cluster.seen) > 1:
+                    function.name(cluster, name, f"a Conv{dims}d's layout")
+
+
 def _name_across(functions: dict[str, _Function]) -> None:
     """An unnamed axis that varied takes a caller's or callee's axis name whose sizes it had
     in every call linking them; two names offered by one neighbour name nothing."""
@@ -261,6 +283,7 @@ def propose(record: dict, sources: dict[str, str]) -> Proposal:
         elif function.ranks:  # it held a tensor
             functions[key] = function
             _name_from_code(function, node)
+            _name_from_calls(function)
     _name_across(functions)
     for key, function in functions.items():
         _propose(key, function, proposal)

@@ -1,6 +1,8 @@
 """Recording: per call of a function of the sources, the shape and dtype of each tensor in and
-out (in tuples, lists and NamedTuples too), None, whether it ran to its end, and its nearest
-recorded caller. ``sys.settrace`` sees Python calls only; one lookup per file name skips others."""
+out (in tuples, lists and NamedTuples too), None, whether it ran to its end, its nearest
+recorded caller, the integer arguments equal to one of those sizes, and the parameters that a
+``Conv{1,2,3}d`` took as its input. ``sys.settrace`` sees Python calls only; one lookup per
+file name skips others."""
 
 import ast
 import contextlib
@@ -15,6 +17,7 @@ from types import FrameType
 from typing import Any
 
 import torch
+from torch import nn
 
 from ...run.errors import UserError
 from .names import definitions
@@ -22,6 +25,8 @@ from .names import definitions
 FORMAT, VERSION = "annotate-record", 1
 _RETURNS = {dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap}
 _LAZY = 0x20 | 0x80 | 0x200  # generators and coroutines: a yield is not a return
+_CONVS = [getattr(nn, f"Conv{kind}{dims}d") for kind in ("", "Transpose") for dims in (1, 2, 3)]
+_DIMS = {conv.forward.__code__: int(conv.__name__[-2]) for conv in _CONVS}  # Conv2d: 2
 
 
 def new_record() -> dict:
@@ -85,6 +90,11 @@ def recording(sources: list[str], calls: dict[tuple[str, str], int], files: dict
 
     def call(frame: FrameType, event: str, arg: Any) -> Any:  # only calls come here
         code = frame.f_code  # a file name is a string: its hash is kept
+        if (dims := _DIMS.get(code)) is not None:  # which recorded parameters it takes
+            for _, observed, tensors in stack:
+                fed = [p for p, value in tensors.items() if value is frame.f_locals.get("input")]
+                observed.setdefault("conv", {}).update(dict.fromkeys(fed, dims))
+            return None
         lines: Any = by_name.get(code.co_filename, by_name)
         if lines is by_name:
             file = os.path.realpath(code.co_filename)  # site- or dist-packages: installed
@@ -99,16 +109,23 @@ def recording(sources: list[str], calls: dict[tuple[str, str], int], files: dict
         values = frame.f_locals  # every parameter, unless the file changed since
         args = {p: describe(values.get(p, ...)) for p in found[2]}
         caller = {"function": stack[-1][0], "args": stack[-1][1]["args"]} if stack else None
-        stack.append((found[0], {"args": args, "caller": caller, "count": 0}))
+        tensors = {p: v for p in found[2] if isinstance(v := values.get(p), torch.Tensor)}
+        ints = {p: v for p in found[2] if type(v := values.get(p)) is int}
+        observed = {"args": args, "caller": caller, "count": 0, "ints": ints}
+        stack.append((found[0], observed, tensors))
         frame.f_trace_lines = False
         return end
 
     def end(frame: FrameType, event: str, arg: Any) -> Any:
         if event == "return":  # after the calls it made, in order
-            key, observed = stack.pop()
+            key, observed, tensors = stack.pop()
             lasti = frame.f_lasti  # a return instruction, or where it raised
             done = arg is not None or lasti < 0 or frame.f_code.co_code[lasti] in _RETURNS
             observed.update(result=describe(arg) if done else None, complete=done)
+            out = arg if isinstance(arg, tuple | list) else [arg]  # a step count is no size
+            shapes = [t.shape for t in [*tensors.values(), *out] if isinstance(t, torch.Tensor)]
+            ints = {p: v for p, v in observed.pop("ints").items() if any(v in s for s in shapes)}
+            observed.update({"ints": ints} if ints else {})
             text = json.dumps(observed, sort_keys=True)
             calls[key, text] = calls.get((key, text), 0) + 1
         return end

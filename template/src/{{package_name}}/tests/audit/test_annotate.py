@@ -169,3 +169,80 @@ for rows in (2, 4):
     assert f"x: {typed}, factor: float, mask: {typed} | None = None) -> {typed}:" in annotated
     assert 'def keep(y: Float[Tensor, "n"]) -> Float[Tensor, "n"]:' in annotated
     assert main(["--write"]) == 0 and (tmp_path / "scale.py").read_text() == annotated
+
+
+NAMED_BY_CALLS = """import torch
+from torch import nn
+
+
+class DoubleConv(nn.Module):
+    def __init__(self, channels_in, channels_out):
+        super().__init__()
+        self.convs = nn.Sequential(
+            nn.Conv2d(channels_in, channels_out, 3, padding=1), nn.BatchNorm2d(channels_out),
+            nn.ReLU(), nn.Conv2d(channels_out, channels_out, 3, padding=1), nn.ReLU(),
+        )
+
+    def forward(self, x):
+        return self.convs(x)
+
+
+class Down(nn.Module):
+    def __init__(self, channels_in, channels_out):
+        super().__init__()
+        self.pool_conv = nn.Sequential(nn.MaxPool2d(2), DoubleConv(channels_in, channels_out))
+
+    def forward(self, x):
+        return self.pool_conv(x)
+
+
+class UNetish(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.inc, self.down = DoubleConv(3, width), Down(width, 2 * width)
+        self.up = nn.ConvTranspose2d(2 * width, width, 2, stride=2)
+        self.out = nn.Conv2d(2 * width, 1, 1)
+
+    def forward(self, images):
+        x1 = self.inc(images)
+        return self.out(torch.cat([x1, self.up(self.down(x1))], dim=1))
+
+
+def precompute_freqs_cis(dim, end, theta=10000.0):
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
+    angles = torch.outer(torch.arange(end), freqs)
+    return torch.polar(torch.ones_like(angles), angles)
+
+
+def get_batch(split):
+    data = train if split == "train" else val
+    ix = torch.randint(len(data) - block_size, (batch_size,))
+    return torch.stack([data[i : i + block_size] for i in ix])
+
+
+train, val = torch.randint(50, (500,)), torch.randint(50, (100,))
+for batch_size, height, width, channels, end in [(2, 16, 24, 4, 32), (3, 32, 40, 5, 48)]:
+    UNetish(channels)(torch.randn(batch_size, 3, height, width))
+    precompute_freqs_cis(2 * channels, end)
+    block_size = height
+    get_batch("train")
+"""
+"""A U-Net's blocks, RoPE's frequencies from two integers, and nanoGPT's batches from a
+split's name and globals: none of them names an axis in its code."""
+
+
+def test_convolutions_and_integer_arguments_name_axes_and_get_batch_keeps_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "blocks.py").write_text(NAMED_BY_CALLS)
+    assert main(["blocks.py"]) == 0
+    diff = (tmp_path / "annotate.diff").read_text()
+    layout, result = "batch channel height width", "batch channel_result height width"
+    assert f'def forward(self, x: Float[Tensor, "{layout}"]) -> Float[Tensor, "{result}"]:' in diff
+    assert 'def forward(self, images: Float[Tensor, "batch 3 height width"])' in diff
+    assert "x_axis" not in diff and "images_axis" not in diff
+    rope = (
+        'def precompute_freqs_cis(dim, end, theta=10000.0) -> Complex[Tensor, "end result_axis1"]:'
+    )
+    assert rope in diff and 'def get_batch(split) -> Int[Tensor, "batch result_axis1"]:' in diff

@@ -122,6 +122,23 @@ def test_batch_needs_every_argument_leading_and_a_varied_size() -> None:
     assert proposal.literal_axes[-1] == f"model.py::h: {literal}"
 
 
+def test_an_integer_argument_names_the_axis_it_equalled_in_every_call_and_only_alone() -> None:
+    def calls(names: str, *rows: tuple[int, int, dict[str, int]]) -> list[dict]:
+        integers = dict.fromkeys(names.split(), {"other": "int"})
+        return [{**call(t(n, 3), x=t(b, 3), **integers), "ints": ints} for b, n, ints in rows]
+
+    found, proposal = run(
+        "def f(x, n): ...\ndef g(x, n): ...\ndef h(x, n, m): ...",
+        f=calls("n", (2, 4, {"n": 4}), (3, 6, {"n": 6})),
+        g=calls("n", (2, 4, {"n": 4}), (3, 6, {})),  # the second call's n was no size
+        h=calls("n m", (2, 4, {"n": 4, "m": 4}), (3, 6, {"n": 6, "m": 6})),  # which of the two?
+    )
+    x = {"x": 'Float[Tensor, "batch 3"]'}
+    assert found["f"] == (x, 'Float[Tensor, "n 3"]')
+    assert found["g"] == found["h"] == (x, 'Float[Tensor, "result_axis0 3"]')
+    assert "model.py::f return: axis 0 'n' (= n, an argument)" in proposal.named_from_code
+
+
 def test_a_code_named_axis_keeps_its_name_and_same_name_disagreeing_is_split() -> None:
     source = """
         def f(x, y):
