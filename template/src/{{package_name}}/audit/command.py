@@ -21,6 +21,7 @@ import torch
 from torch.nn.modules.module import register_module_buffer_registration_hook
 
 from ..core.broadcast import BroadcastError, BroadcastGuard, Stretch, mark_buffer
+from .behaviour import Behaviour
 from .findings import Findings
 
 
@@ -54,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     typecheck = "also check the annotations of PACKAGE (repeatable); each violation is a finding"
     add("--typecheck", action="append", default=[], metavar="PACKAGE", help=typecheck)
     add("-m", dest="module", action="store_true", help="run MODULE as python -m does")
+    add("--behaviour", action="store_true", help="also check rows, causality and masks")
+    add("--batch", type=_positive, metavar="B", help="the run's batch size (--behaviour)")
+    add("--time", type=_positive, metavar="T", help="the run's sequence length (--behaviour)")
+    add("--causal", action="append", default=[], metavar="CLASS", help="CLASS must be causal")
+    add("--verdicts", type=Path, metavar="FILE.json", help="write the causality verdicts")
     # The script or module and everything after it, verbatim: the program's own arguments.
     add("program", nargs=argparse.PARSER, metavar="SCRIPT | MODULE")
     options = parser.parse_args(argv)
@@ -67,6 +73,15 @@ def main(argv: list[str] | None = None) -> int:
         options.report = options.report.absolute()
         if not options.report.parent.is_dir():
             parser.error(f"--report: no folder {options.report.parent}")
+    given = [f"--{o}" for o in ("batch", "time", "causal", "verdicts") if vars(options)[o]]
+    if given and not options.behaviour:
+        parser.error(f"{', '.join(given)} without --behaviour")
+    if options.batch is not None and options.batch == options.time:
+        parser.error("--batch and --time must differ, so that each names one axis")
+    if options.verdicts is not None:
+        options.verdicts = options.verdicts.absolute()
+        if not options.verdicts.parent.is_dir():
+            parser.error(f"--verdicts: no folder {options.verdicts.parent}")
     if options.max_seconds is not None and options.max_seconds <= 0:
         parser.error("--max-seconds must be positive")
     if options.max_seconds is not None and not hasattr(signal, "setitimer"):
@@ -75,7 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     findings, stopped = Findings(), False
     status: int | None = 0
 
+    behaviour = Behaviour(findings, options.batch, options.time, options.causal)
+
     def on_stretch(stretch: Stretch) -> None:
+        if behaviour.evaluating:
+            return
         findings.add_stretch(stretch)
         if options.stop_on_first:
             raise BroadcastError(stretch.message())
@@ -95,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
                 hook = jaxtyping.install_import_hook(options.typecheck, annotations.TYPECHECKER)
                 undo.callback(hook.uninstall)
             undo.callback(register_module_buffer_registration_hook(_mark_buffer).remove)
+            if options.behaviour:
+                undo.enter_context(behaviour)
             if options.max_seconds is not None:
                 undo.callback(signal.signal, signal.SIGALRM, signal.signal(signal.SIGALRM, _stop))
                 undo.callback(signal.setitimer, signal.ITIMER_REAL, 0)
@@ -108,15 +129,21 @@ def main(argv: list[str] | None = None) -> int:
 
     if options.report is not None:
         findings.write(options.report)
+    if options.verdicts is not None:
+        behaviour.write_verdicts(options.verdicts)
     sys.stdout.flush()
     lines = ["audit: --max-seconds reached; the program was stopped"] if stopped else []
     count = len(findings)
     lines.append(f"audit: {count} finding{'s' * (count != 1)}" if count else "audit: no finding")
     lines += [finding.summary() for finding in findings.values()]
+    lines += behaviour.summary() if options.behaviour else []
     if options.report is not None:
         lines.append(f"audit: report written to {options.report}")
+    unknown = behaviour.unknown_classes()
+    if unknown:
+        lines.append(f"error: --causal: no class named {', '.join(unknown)} in the program")
     print("\n".join(lines), file=sys.stderr, flush=True)
-    return 1 if count else status
+    return 1 if count else 2 if unknown else status
 
 
 @contextlib.contextmanager
@@ -162,6 +189,12 @@ def run_program(
         traceback.print_exception(type(error), error, _program_frames(error.__traceback__))
         return 1
     return 0
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
+    return int(text)
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:

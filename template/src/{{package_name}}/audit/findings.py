@@ -25,7 +25,7 @@ class Finding:
     """One distinct problem: ``op`` stretched ``shapes`` to ``result``, or (an annotation)
     ``function``'s ``argument`` was ``actual``, the first value seen, not ``expected``."""
 
-    kind: Literal["broadcast", "annotation"]
+    kind: Literal["broadcast", "annotation", "batch-mixing", "not-causal", "mask-ignored"]
     op: str
     shapes: list[list[int]]
     result: list[int]
@@ -41,6 +41,8 @@ class Finding:
     argument: str | None = None
     expected: str | None = None
     actual: str | None = None
+    module: str | None = None
+    module_class: str | None = None
 
     def summary(self) -> str:
         """Two or three lines for the terminal; the JSON report is the full record."""
