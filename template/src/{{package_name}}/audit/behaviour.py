@@ -1,9 +1,8 @@
 """``--behaviour``: what shapes cannot show, checked on the program's modules as it runs.
 Each module defined in the user's files, and each torch module their code calls, is run
 again at its first call with each signature, on a copy, with inputs changed only by moving
-their own values: rows stay apart (``batch-mixing``), a module that declares itself causal
-ignores the future (``not-causal``), a padding mask is honoured (``mask-ignored``).
-docs/audit.md says which axis is which, the tolerance, and what the checks cannot see.
+their own values: rows stay apart, a module declared causal ignores the future, a padding
+mask is honoured. docs/audit.md says which axis is which and what the checks cannot see.
 """
 
 import contextlib
@@ -13,19 +12,18 @@ import inspect
 import io
 import json
 import linecache
+import re
 import sys
+import threading
 import typing
 import warnings
 import weakref
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules import module as torch_module
-from torch.overrides import TorchFunctionMode
 
 from .findings import Finding, Findings, _is_machinery, _library
 
@@ -33,59 +31,46 @@ TOLERANCE = 1e-4
 """Unchanged: within ``TOLERANCE`` (``8 * eps`` in half precision) times the largest finite
 magnitude of that output; NaNs equal."""
 SAID = {
-    "batch-mixing": "row 0 of an output moved when only the other rows changed",
+    "batch-mixing": "its middle row moved when only the other rows changed",
     "not-causal": "declared causal, yet the last step of {} moved earlier steps",
     "mask-ignored": "{} is not honoured: the steps it marks moved the other steps",
 }
-Leaves = list[tuple[str, Tensor]]
-Select = Callable[[Tensor, list[int], list[int]], Tensor | None]
-"""From where an output changed, and its batch and time axes, the part a check compares."""
+Inputs = list[tuple[str, Tensor]]
 
 
 class BehaviourFinding(Finding):
     def summary(self) -> str:
-        where, said = f"{self.module or 'the top module'} ({self.module_class})", SAID[self.kind]
-        times = f"{self.count} time{'s' * (self.count != 1)}"
-        first = f"  {self.kind} in {where}: {said.format(self.argument)}, {times}"
-        return f"{first}\n    at {self.file}:{self.line}: {self.source}"
+        where, times = f"{self.module or 'the top module'} ({self.module_class})", self.count
+        said = f"{SAID[self.kind].format(self.argument)}, {times} time{'s' * (times != 1)}"
+        caller = f"\n    called from {self.user_file}:{self.user_line}: {self.user_source}"
+        return (
+            f"  {self.kind} in {where}: {said}\n    at {self.file}:{self.line}: {self.source}"
+            + (caller if self.user_file else "")
+        )
 
 
 class Axis(NamedTuple):
-    """The batch or time axis in one call: its size, where each input has it, and why it
-    cannot be checked."""
+    """The batch or time axis in one call: its size, its place in each input (by ``id``),
+    and why it cannot be checked."""
 
     size: int
     of: dict[int, int]
     why: str
 
 
-def _leaves(value: Any, name: str = "", found: Leaves | None = None) -> Leaves:
-    """The tensors in ``value``, nested in tuples, lists and dicts, each object once."""
-    found = [] if found is None else found
-    if isinstance(value, Tensor) and value.layout == torch.strided:
-        found += [] if any(value is seen for _, seen in found) else [(name, value)]
-    elif isinstance(value, tuple | list | dict):
-        for item in value.values() if isinstance(value, dict) else value:
-            _leaves(item, name, found)
-    return found
-
-
-def _swap(value: Any, new: dict[int, Tensor]) -> Any:
-    """``value`` with each tensor whose ``id`` is in ``new`` replaced."""
+def _tensors(value: Any) -> list[Tensor]:
+    """The tensors in ``value``, nested in tuples, lists and dicts."""
     if isinstance(value, Tensor):
-        return new.get(id(value), value)
-    if isinstance(value, dict):
-        return {key: _swap(item, new) for key, item in value.items()}
-    if not isinstance(value, tuple | list) or not _leaves(value):
-        return value
-    items = [_swap(item, new) for item in value]
-    return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        return [value] if value.layout == torch.strided else []
+    items = value.values() if isinstance(value, dict) else value
+    nested = isinstance(value, tuple | list | dict)
+    return [tensor for item in items for tensor in _tensors(item)] if nested else []
 
 
 def _signature(value: Any, sizes: tuple) -> tuple:
     """Each tensor's dtype, and which of its axes have the batch or the time size."""
     role = {size: i for i, size in enumerate(sizes) if size}
-    return tuple((t.dtype, *(role.get(s, -1) for s in t.shape)) for _, t in _leaves(value))
+    return tuple((t.dtype, *(role.get(s, -1) for s in t.shape)) for t in _tensors(value))
 
 
 @functools.cache
@@ -103,7 +88,7 @@ def _named(cls: type) -> dict[str, dict[str, int]]:
         variadic = next((i for i, token in enumerate(tokens) if token[0] in ".*"), len(tokens))
         for i, token in reversed(list(enumerate(tokens))):  # `time` over `#time`
             if parameter != "return" and token.lstrip("#") in ("batch", "time"):
-                axis = i if i < variadic else i - len(tokens)
+                axis = i - len(tokens) * (i > variadic)
                 named.setdefault(parameter, {})[token.lstrip("#")] = axis
     return named
 
@@ -116,7 +101,7 @@ def _is_mask(name: str, tensor: Tensor) -> bool:
     return tensor.dtype == torch.bool or "mask" in name.lower()
 
 
-def _find(what: str, size: int | None, inputs: Leaves, named: dict) -> Axis:
+def _find(what: str, size: int | None, inputs: Inputs, named: dict) -> Axis:
     """Where ``what`` is in each input: where its hint says, else the one axis of ``size``
     (an annotated input's, if any). A mask with two such axes has none."""
     stated = {id(t): named[n][what] % t.ndim for n, t in inputs if what in named.get(n, {})}
@@ -130,19 +115,19 @@ def _find(what: str, size: int | None, inputs: Leaves, named: dict) -> Axis:
     return Axis(size, of, "" if of or not size else f"no input has an axis of size {size}")
 
 
-def _moved(base: list[Tensor], after: list[Tensor], batch: int, time: int, select: Select):
-    """The first output whose ``select``ed part moved, within the tolerance."""
+def _moved(base: list[Tensor], after: list[Tensor], sizes: tuple, part: Any) -> Tensor | None:
+    """The first output whose ``part(changed, batch axes, time axes)`` moved (None: that
+    output is not compared)."""
     for old, new in zip(base, after, strict=False):
         if old.shape != new.shape or old.dtype != new.dtype:
             return old
+        changed = old != new
         if old.is_floating_point() or old.is_complex():
             tolerance = max(TOLERANCE, 8 * torch.finfo(old.real.dtype).eps)
             scale = float(old.abs().nan_to_num(0.0, 0.0, 0.0).max())
             changed = ~torch.isclose(new, old, tolerance, tolerance * scale, equal_nan=True)
-        else:
-            changed = old != new
-        part = select(changed, _hits(old, batch), _hits(old, time))
-        if part is not None and bool(part.any()):
+        picked = part(changed, *(_hits(old, size) for size in sizes))
+        if picked is not None and bool(picked.any()):
             return old
     return None
 
@@ -159,7 +144,7 @@ def _marks(mask: Tensor, batch: Axis, time: Axis) -> Tensor | None:
     """The ``(batch, time)`` steps a padding mask marks (``-inf`` in an additive one); None
     if ``mask`` is not one, or marks every step or none."""
     ends = (batch.of.get(id(mask)), time.of.get(id(mask)))
-    if ends != (0, mask.ndim - 1) or mask.ndim < 2 or mask.numel() != batch.size * time.size:
+    if ends != (0, mask.ndim - 1) or mask.numel() != batch.size * time.size:
         return None
     flat = mask.reshape(batch.size, time.size)
     if flat.is_floating_point() and bool(((flat == 0) | (flat == float("-inf"))).all()):
@@ -173,47 +158,31 @@ def _triangle(buffer: Tensor) -> bool:
     """Whether a buffer is a causal mask: a lower-triangular matrix of ones (any leading
     axes of size 1), or the additive ``triu(-inf, 1)``."""
     n = buffer.shape[-1] if buffer.ndim >= 2 else 0
-    if n < 2 or buffer.numel() != n * n or buffer.shape[-2] != n:
+    if n < 2 or buffer.shape[-2] != n or buffer.numel() != n * n:
         return False
-    square = buffer.reshape(n, n)
-    additive = square.is_floating_point() and torch.equal(
-        square, torch.full_like(square, float("-inf")).triu(1)
-    )
+    square, future = buffer.reshape(n, n), torch.full((n, n), float("-inf")).triu(1)
+    additive = buffer.is_floating_point() and torch.equal(square, future.to(square))
     return additive or torch.equal(square, torch.ones_like(square).tril())
 
 
-def _own(filename: str) -> bool:
-    return _library(filename) is None and not _is_machinery(filename)
+@functools.cache
+def _user_class(cls: type) -> bool:
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None) or "<none>"
+    return _library(file) is None and not _is_machinery(file)
 
 
 @functools.cache
-def _own_class(cls: type) -> bool:
-    return _own(getattr(sys.modules.get(cls.__module__), "__file__", None) or "<none>")
-
-
-@functools.cache
-def _forward_place(cls: type) -> tuple[str, int, str]:
-    """The file, line and text of the ``def`` of ``cls.forward``."""
+def _forward(cls: type) -> tuple[str, int, str, bool]:
+    """The file, line and text of the ``def`` of ``cls.forward``, and whether its text calls
+    ``scaled_dot_product_attention(..., is_causal=True)``."""
     code = getattr(inspect.unwrap(cls.forward), "__code__", None)
     file, line = (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
     while (text := linecache.getline(file, line).strip()).startswith("@"):
         line += 1
-    return file, line, text
-
-
-class _CausalSpy(TorchFunctionMode):
-    """Sees ``scaled_dot_product_attention(..., is_causal=True)`` called in the forward of
-    the module at ``depth`` in the stack of running module calls: the one evaluated."""
-
-    def __init__(self, stack: list, depth: int) -> None:
-        super().__init__()
-        self.stack, self.depth, self.seen = stack, depth, False
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        kwargs = kwargs or {}
-        if func is F.scaled_dot_product_attention and len(self.stack) == self.depth:
-            self.seen |= bool(kwargs.get("is_causal", len(args) > 5 and args[5]))
-        return func(*args, **kwargs)
+    with contextlib.suppress(OSError, TypeError):  # no source: no such call seen
+        source = re.sub(r"\s", "", inspect.getsource(cls.forward))
+        return file, line, text, "dot_product_attention(" in source and "is_causal=True" in source
+    return file, line, text, False
 
 
 class Behaviour:
@@ -222,14 +191,14 @@ class Behaviour:
 
     def __init__(self, findings: Findings, batch: int | None, time: int | None, causal: list):
         self.findings, self.sizes, self.causal = findings, (batch, time), set(causal)
-        self.evaluating, self.stack = False, []  # the running calls, with their copies
+        self.evaluating, self.stack = False, []  # the running module calls, with their copies
         self.names: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
         self.seen: weakref.WeakKeyDictionary[nn.Module, set] = weakref.WeakKeyDictionary()
+        self.placed: weakref.WeakKeyDictionary[nn.Module, dict] = weakref.WeakKeyDictionary()
         self.classes: set[type] = set()
         self.verdicts: dict[tuple, dict[str, Any]] = {}
         self.why: dict[tuple[str, str, str], str] = {}  # a property never checked, and why
-        self.flagged: dict[str, set[int]] = {kind: set() for kind in SAID}
-        self.placed: weakref.WeakKeyDictionary[nn.Module, dict] = weakref.WeakKeyDictionary()
+        self.flagged: dict[str, set[int]] = {}  # by kind, the modules found with it
 
     def __enter__(self) -> "Behaviour":
         self.hooks = contextlib.ExitStack()
@@ -242,30 +211,32 @@ class Behaviour:
         self.hooks.close()
 
     def _before(self, module: nn.Module, args: tuple) -> None:
-        """A copy before each call whose positional arguments have a new signature (one new
-        by its keyword arguments only is copied after it)."""
+        """A copy before a call whose positional arguments are new and hold the sizes; a
+        call new by its keyword arguments only is copied after."""
         pristine: Any = False  # not checked
+        if threading.current_thread() is not threading.main_thread():
+            return  # as the guard, the main thread only
         if not self.evaluating:
             if not self.stack and module not in self.names:
                 self.names.update((sub, name) for name, sub in module.named_modules())
             self.classes.add(type(module))
             if self._subject(module):
                 key = (_signature(args, self.sizes), None)
-                seen = self.seen.setdefault(module, set())
-                touched = any(max(axes[1:], default=-1) >= 0 for axes in key[0])
-                new = key not in seen and (touched or _named(type(module)))
-                pristine = self._copy(module) if new else None
-                seen.add(key)
+                held = _named(type(module)) or any(max(t[1:], default=-1) >= 0 for t in key[0])
+                new = key not in self.seen.setdefault(module, set())
+                pristine = self._copy(module) if new and held else None
+                self.seen[module].add(key)
         self.stack.append((module, pristine))
 
     def _subject(self, module: nn.Module) -> bool:
         """Defined in the user's files, or a torch module that their code called."""
-        if _own_class(type(module)) or not type(module).__module__.startswith("torch."):
-            return _own_class(type(module))
+        if _user_class(type(module)) or not type(module).__module__.startswith("torch."):
+            return _user_class(type(module))
         frame = sys._getframe(2)
         while frame.f_back is not None and frame.f_code.co_filename == torch_module.__file__:
             frame = frame.f_back
-        return _own(frame.f_code.co_filename)
+        file = frame.f_code.co_filename
+        return _library(file) is None and not _is_machinery(file)
 
     @staticmethod
     def _copy(module: nn.Module) -> nn.Module | None:
@@ -278,113 +249,107 @@ class Behaviour:
     def _after(self, module: nn.Module, args: tuple, *rest: Any) -> None:
         """Checks a call with a new signature, with no guard or annotation finding (while
         ``evaluating``), no output or warning of the program's, and no gradient."""
-        _, pristine = self.stack.pop() if self.stack else (None, False)
-        if pristine is False or len(rest) != 2:  # not checked, or the forward raised
-            return
-        key = (_signature(args, self.sizes), _signature(rest[0], self.sizes))
-        if key in self.seen[module]:
-            return
+        main = threading.current_thread() is threading.main_thread()
+        _, pristine = self.stack.pop() if self.stack and main else (None, False)
+        key = rest[1:] and (_signature(args, self.sizes), _signature(rest[0], self.sizes))
+        if pristine is False or not key or key in self.seen[module]:
+            return  # not checked, its forward raised, or seen
         self.seen[module].add(key)
-        self.evaluating = True
+        try:
+            bound = inspect.signature(module.forward).bind(*args, **rest[0])
+        except (TypeError, ValueError):  # a forward without a signature: not checked
+            return
+        self.evaluating, out = True, io.StringIO()
         recording = getattr(sys.modules.get(f"{__package__}.annotations"), "RECORDING", [])
         recording.append((Findings(), False))
         try:
-            out, stop = io.StringIO(), contextlib.redirect_stdout
             with (
-                stop(out),
+                contextlib.redirect_stdout(out),
                 contextlib.redirect_stderr(out),
                 warnings.catch_warnings(),
                 torch.no_grad(),
             ):
                 warnings.simplefilter("ignore")
-                self._check(module, pristine, args, rest[0])
+                self._check(module, pristine, bound)
         finally:
             self.evaluating = False
             recording.pop()
 
-    def _check(self, module: nn.Module, pristine: Any, args: tuple, kwargs: dict) -> None:
-        try:
-            arguments = inspect.signature(module.forward).bind(*args, **kwargs).arguments
-        except (TypeError, ValueError):
-            arguments = {**{f"args[{i}]": arg for i, arg in enumerate(args)}, **kwargs}
-        inputs: Leaves = []
-        for name, value in arguments.items():
-            _leaves(value, name, inputs)
+    def _check(self, module: nn.Module, pristine: Any, bound: inspect.BoundArguments) -> None:
+        inputs: Inputs = []  # the tensor arguments, each object once: `q=x, k=x` is one input
+        for name, value in bound.arguments.items():
+            if isinstance(value, Tensor) and all(value is not tensor for _, tensor in inputs):
+                inputs.append((name, value))
         named, where = _named(type(module)), (self.names.get(module, ""), type(module).__qualname__)
         batch, time = (_find(w, s, inputs, named) for w, s in zip(("batch", "time"), self.sizes))  # noqa: B905
         placed = {n: batch.of[id(t)] for n, t in inputs if id(t) in batch.of}
         if any(self.placed.setdefault(module, placed).get(n, a) != a for n, a in placed.items()):
-            batch = Axis(batch.size, {}, "")  # it was elsewhere before: a length, not a batch
+            batch = Axis(
+                batch.size, {}, f"the axis of size {batch.size} moved since its first call"
+            )
         for what, axis in (("rows", batch), ("causality", time)):
             self.why.setdefault((*where, what), axis.why)
-        spy = _CausalSpy(self.stack, len(self.stack) + 1)
+        pristine, sizes = (
+            (batch.of or time.of) and (pristine or self._copy(module)),
+            (batch.size, time.size),
+        )
 
         def run(new: dict[int, Tensor]) -> list[Tensor]:
-            """The outputs of a fresh copy, given the inputs with ``new`` swapped in, from the
+            """The outputs of a fresh copy given the inputs with ``new`` in place, from the
             program's random state, restored after; [] if the module raised."""
             model = copy.deepcopy(pristine, {id(p): p for p in pristine.parameters()})
+            call = copy.copy(bound)
+            call.arguments = {n: new.get(id(v), v) for n, v in bound.arguments.items()}
             devices = range(torch.cuda.device_count()) if torch.cuda.is_initialized() else []
-            spying = spy if time.of and not new else contextlib.nullcontext()
-            with torch.random.fork_rng(list(devices)), spying:
+            with torch.random.fork_rng(list(devices)):
                 try:
-                    outputs = _leaves(model(*_swap(args, new), **_swap(kwargs, new)))
+                    outputs = _tensors(model(*call.args, **call.kwargs))
                 except Exception:  # a changed input that this module refuses: no verdict
                     return []
-            return [output for _, output in outputs if output.numel() and output.ndim]
+            return [output for output in outputs if output.ndim and output.numel()]
 
-        pristine = (batch.of or time.of) and (pristine or self._copy(module))
         base = run({}) if pristine else []
         if base and batch.of and batch.size > 1:
             order = (torch.arange(batch.size) - 1) % batch.size
-            order[0] = 0  # row 0 kept, the others rolled: the rows around it change
-            new = {
-                i: t.index_select(a, order.to(t.device))
-                for _, t in inputs
-                if (a := batch.of.get(i := id(t))) is not None
-            }
-            after = run(new)
-            row = lambda d, b, t: d.select(b[0], 0) if len(b) == 1 else None  # noqa: E731
+            middle = batch.size // 2  # kept, the others rolled: the rows around it change
+            order[middle] = middle
+            held = [t for _, t in inputs if id(t) in batch.of]
+            rolled = {id(t): t.index_select(batch.of[id(t)], order.to(t.device)) for t in held}
+            row = lambda changed, b, t: changed.select(b[0], middle) if len(b) == 1 else None  # noqa: E731
             self.why[(*where, "rows")] = ""
-            if after and (moved := _moved(base, after, batch.size, time.size, row)) is not None:
+            if (moved := _moved(base, run(rolled), sizes, row)) is not None:
                 self._record("batch-mixing", module, inputs, moved, None)
         steps = [(n, t) for n, t in inputs if id(t) in time.of and not _is_mask(n, t)]
         if base and steps and time.size > 1:
-            self._causality(module, inputs, base, run, batch, time, *steps[0], spy.seen)
+            self._causality(module, inputs, base, run, sizes, *steps[0], time.of[id(steps[0][1])])
         for name, mask in inputs if base and batch.of and time.of else []:
             marks = _marks(mask, batch, time) if _is_mask(name, mask) else None
             if marks is not None and not self._honoured(inputs, base, run, batch, time, marks):
                 self._record("mask-ignored", module, inputs, base[0], name)
 
-    def _causality(self, module, inputs, base, run, batch, time, name, tensor, spy) -> None:
-        """The first step copied onto the last of the first input along time: are the
-        earlier steps of each output along time unchanged?"""
-        order = torch.arange(time.size)
+    def _causality(self, module, inputs, base, run, sizes, name, tensor, axis) -> None:
+        """The first step copied onto the last of ``tensor``: are the earlier steps of each
+        output along time unchanged? A verdict, and a finding if the module says causal."""
+        order = torch.arange(sizes[1])
         order[-1] = 0
-        changed = tensor.index_select(time.of[id(tensor)], order.to(tensor.device))
+        changed = tensor.index_select(axis, order.to(tensor.device))
         after = [] if torch.equal(changed, tensor) else run({id(tensor): changed})
-        compared = [output for output in base if len(_hits(output, time.size)) == 1]
-        if not (after and compared):
-            return
-        earlier: Select = lambda d, b, t: d.narrow(t[0], 0, time.size - 1) if len(t) == 1 else None  # noqa: E731
-        moved = _moved(base, after, batch.size, time.size, earlier)
-        self._record(
-            "causality",
-            module,
-            inputs,
-            compared[0] if moved is None else moved,
-            name,
-            moved is None,
-        )
-        if moved is not None and (spy or self._declares(module)):
-            self._record("not-causal", module, inputs, moved, name)
+        earlier = lambda d, b, t: d.narrow(t[0], 0, sizes[1] - 1) if len(t) == 1 else None  # noqa: E731
+        compared = [out for out in base if len(_hits(out, sizes[1])) == 1]
+        if after and compared:
+            moved = _moved(base, after, sizes, earlier)
+            result = compared[0] if moved is None else moved
+            self._record("causality", module, inputs, result, name, moved is None)
+            if moved is not None and (_forward(type(module))[3] or self._declares(module)):
+                self._record("not-causal", module, inputs, moved, name)
 
-    def _honoured(self, inputs, base, run, batch: Axis, time: Axis, marks: Tensor) -> bool:
+    def _honoured(self, inputs: Inputs, base, run, batch: Axis, time: Axis, marks: Tensor) -> bool:
         """Whether changing one input where one polarity of ``marks`` marks leaves the
         outputs at the other steps unchanged; True when no change could be made."""
         tried = False
         for marked in (marks, ~marks):
 
-            def other_steps(changed: Tensor, b: list[int], t: list[int], kept=~marked) -> Any:
+            def others(changed: Tensor, b: list[int], t: list[int], kept=~marked) -> Any:
                 if len(b) > 1 or len(t) > 1 or (t and not b):
                     return None  # which step is which cannot be told
                 return (
@@ -395,15 +360,14 @@ class Behaviour:
                 if id(t) in batch.of and id(t) in time.of and not _is_mask(name, t):
                     changed = _fill(t, batch.of[id(t)], time.of[id(t)], marked)
                     after = [] if torch.equal(changed, t) else run({id(t): changed})
-                    if after and _moved(base, after, batch.size, time.size, other_steps) is None:
+                    if after and _moved(base, after, (batch.size, time.size), others) is None:
                         return True
                     tried |= bool(after)
         return not tried
 
     def _declares(self, module: nn.Module) -> bool:
-        """Whether ``module`` says it is causal, other than by SDPA's ``is_causal=True``."""
-        cls = type(module)
-        if {cls.__name__, cls.__qualname__, f"{cls.__module__}.{cls.__qualname__}"} & self.causal:
+        """Whether ``module`` says it is causal by an attribute, a buffer or ``--causal``."""
+        if {type(module).__name__, type(module).__qualname__} & self.causal:
             return True
         if any(getattr(module, name, None) is True for name in ("causal", "is_causal")):
             return True
@@ -412,24 +376,23 @@ class Behaviour:
     def _record(self, kind, module, inputs, output: Tensor, argument, causal=None) -> None:
         """A verdict (``causal`` given), or a finding unless a module inside has one of the
         same kind: the innermost is the one to fix."""
-        file, line, source = _forward_place(type(module))
+        file, line, source, _ = _forward(type(module))
         name, cls = self.names.get(module, ""), type(module).__qualname__
         entry = dict(kind=kind, op=cls, shapes=[list(t.shape) for _, t in inputs],
                      result=list(output.shape), file=file, line=line, source=source,
-                     module=name, module_class=cls, argument=argument)  # fmt: skip
+                     library=_library(file), module=name, module_class=cls,
+                     argument=argument)  # fmt: skip
         if causal is not None:
             self.why[(name, cls, "causality")] = ""
-            self.verdicts.setdefault((name, cls, causal), {**entry, "count": 0, "causal": causal})[
-                "count"
-            ] += 1
-            return
-        inside = any(id(sub) in self.flagged[kind] for sub in module.modules() if sub is not module)
-        self.flagged[kind].add(id(module))
-        if not inside:
+            verdict = self.verdicts.setdefault((name, cls, causal), {**entry, "count": 0})
+            verdict.update(count=verdict["count"] + 1, causal=causal)
+        elif not self.flagged.get(kind, set()) & {id(sub) for sub in module.modules()}:
             self.findings.add((kind, file, line, argument), lambda: BehaviourFinding(**entry))
+        self.flagged.setdefault(kind, set()).add(id(module))
 
     def write_verdicts(self, path: Path) -> None:
-        rows = [json.dumps(verdict) for verdict in self.verdicts.values()]
+        kept = [{k: v for k, v in each.items() if v is not None} for each in self.verdicts.values()]
+        rows = [json.dumps(verdict) for verdict in kept]
         path.write_text("[\n" + ",\n".join(f"  {r}" for r in rows) + "\n]\n" if rows else "[]\n")
 
     def summary(self) -> list[str]:
@@ -437,8 +400,8 @@ class Behaviour:
         causal = sum(verdict["causal"] for verdict in self.verdicts.values())
         lines = [f"audit: {len(self.verdicts)} causality verdicts, {causal} causal"]
         for (name, cls, what), why in self.why.items():
-            lines += [f"audit: {what} not checked in {name or 'top module'} ({cls}): {why}"] * bool(
-                why
+            lines += [f"audit: {what} not checked in {name or 'top module'} ({cls}): {why}"] * (
+                why > ""
             )
         return lines
 
@@ -447,5 +410,4 @@ class Behaviour:
         known, pending = set(self.classes), [nn.Module]
         while pending:
             known |= set(pending := [sub for cls in pending for sub in cls.__subclasses__()])
-        names = [(c.__name__, c.__qualname__, f"{c.__module__}.{c.__qualname__}") for c in known]
-        return sorted(self.causal.difference(*names))
+        return sorted(self.causal.difference(*((c.__name__, c.__qualname__) for c in known)))

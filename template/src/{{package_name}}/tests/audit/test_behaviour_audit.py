@@ -169,6 +169,33 @@ def test_batch_norm_in_training_is_not_batch_mixing(tmp_path: Path) -> None:
     assert json.loads(report.read_text()) == []
 
 
+RECURRENT = """import torch
+
+torch.manual_seed(0)
+gru = torch.nn.GRU(4, 8)  # sequence first, given batch-first observations
+hidden, _ = gru(torch.randn(7, 13, 4))
+print(hidden.shape)
+"""
+
+
+def test_a_torch_module_that_mixes_the_batch_is_found_at_the_users_call(tmp_path: Path) -> None:
+    (tmp_path / "rnn.py").write_text(RECURRENT)
+    report = tmp_path / "report.json"
+    args = ["--behaviour", *SIZES, "--report", str(report), str(tmp_path / "rnn.py")]
+    assert main(args) == 1
+    (finding,) = json.loads(report.read_text())
+    assert (finding["kind"], finding["module"], finding["module_class"]) == (
+        "batch-mixing",
+        "",
+        "GRU",
+    )
+    assert (finding["library"], finding["user_file"], finding["user_line"]) == (
+        "torch",
+        str(tmp_path / "rnn.py"),
+        5,
+    )
+
+
 def test_verdicts_name_each_module_and_the_summary_counts_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
