@@ -166,8 +166,7 @@ def _triangle(buffer: Tensor) -> bool:
 
 
 @functools.cache
-def _user_class(cls: type) -> bool:
-    file = getattr(sys.modules.get(cls.__module__), "__file__", None) or "<none>"
+def _users(file: str) -> bool:
     return _library(file) is None and not _is_machinery(file)
 
 
@@ -230,13 +229,15 @@ class Behaviour:
 
     def _subject(self, module: nn.Module) -> bool:
         """Defined in the user's files, or a torch module that their code called."""
-        if _user_class(type(module)) or not type(module).__module__.startswith("torch."):
-            return _user_class(type(module))
+        cls = type(module)
+        if _users(getattr(sys.modules.get(cls.__module__), "__file__", None) or "<none>"):
+            return True
+        if not cls.__module__.startswith("torch."):
+            return False
         frame = sys._getframe(2)
         while frame.f_back is not None and frame.f_code.co_filename == torch_module.__file__:
             frame = frame.f_back
-        file = frame.f_code.co_filename
-        return _library(file) is None and not _is_machinery(file)
+        return _users(frame.f_code.co_filename)
 
     @staticmethod
     def _copy(module: nn.Module) -> nn.Module | None:
@@ -378,10 +379,11 @@ class Behaviour:
         same kind: the innermost is the one to fix."""
         file, line, source, _ = _forward(type(module))
         name, cls = self.names.get(module, ""), type(module).__qualname__
-        entry = dict(kind=kind, op=cls, shapes=[list(t.shape) for _, t in inputs],
-                     result=list(output.shape), file=file, line=line, source=source,
-                     library=_library(file), module=name, module_class=cls,
-                     argument=argument)  # fmt: skip
+        entry: dict[str, Any] = dict(
+            kind=kind, op=cls, shapes=[list(t.shape) for _, t in inputs],
+            result=list(output.shape), file=file, line=line, source=source,
+            library=_library(file), module=name, module_class=cls, argument=argument,
+        )  # fmt: skip
         if causal is not None:
             self.why[(name, cls, "causality")] = ""
             verdict = self.verdicts.setdefault((name, cls, causal), {**entry, "count": 0})

@@ -11,6 +11,8 @@ from torch import nn
 
 
 class CausalSelfAttention(nn.Module):
+    bias: torch.Tensor  # registered below unless --sdpa
+
     def __init__(self, width, heads, block, sdpa):
         super().__init__()
         self.c_attn = nn.Linear(width, 3 * width)
