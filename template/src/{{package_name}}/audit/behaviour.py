@@ -1,9 +1,6 @@
-"""``--behaviour``: what shapes cannot show, checked on the program's modules as it runs.
-Each module defined in the user's files, and each torch module their code calls, is run
-again at its first call with each signature, on a copy, with inputs changed only by moving
-their own values: rows stay apart, a module declared causal ignores the future, a padding
-mask is honoured. docs/audit.md says which axis is which and what the checks cannot see.
-"""
+"""``--behaviour``: the program's modules run again on copies, at each one's first call with
+each signature, with inputs changed only by moving their own values: rows stay apart, a
+module declared causal ignores the future, a padding mask is honoured (docs/audit.md)."""
 
 import contextlib
 import copy
@@ -24,6 +21,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 from torch.nn.modules import module as torch_module
+from torch.utils.hooks import RemovableHandle
 
 from .findings import Finding, Findings, _is_machinery, _library
 
@@ -40,13 +38,11 @@ Inputs = list[tuple[str, Tensor]]
 
 class BehaviourFinding(Finding):
     def summary(self) -> str:
-        where, times = f"{self.module or 'the top module'} ({self.module_class})", self.count
-        said = f"{SAID[self.kind].format(self.argument)}, {times} time{'s' * (times != 1)}"
-        caller = f"\n    called from {self.user_file}:{self.user_line}: {self.user_source}"
-        return (
-            f"  {self.kind} in {where}: {said}\n    at {self.file}:{self.line}: {self.source}"
-            + (caller if self.user_file else "")
-        )
+        where, n = f"{self.module or 'the top module'} ({self.module_class})", self.count
+        said = f"{SAID[self.kind].format(self.argument)}, {n} time{'s' * (n != 1)}"
+        text = f"  {self.kind} in {where}: {said}"
+        text += f"\n    at {self.file}:{self.line}: {self.source}"
+        return text + f"\n    called from {self.user_file}:{self.user_line}" * bool(self.user_file)
 
 
 class Axis(NamedTuple):
@@ -134,10 +130,11 @@ def _moved(base: list[Tensor], after: list[Tensor], sizes: tuple, part: Any) -> 
 
 def _fill(tensor: Tensor, batch: int, time: int, marked: Tensor) -> Tensor:
     """``tensor`` with the marked steps of each row given its first unmarked step's value."""
-    x, marked = tensor.movedim((batch, time), (0, 1)), marked.to(tensor.device)
-    first = (~marked).int().argmax(1).view(-1, 1, *[1] * (x.ndim - 2)).expand_as(x[:, :1])
-    spread = (marked & ~marked.all(1, keepdim=True)).view(*marked.shape, *[1] * (x.ndim - 2))
-    return torch.where(spread, x.gather(1, first), x).movedim((0, 1), (batch, time))
+    x, marked = tensor.movedim((batch, time), (0, 1)).clone(), marked.to(tensor.device)
+    spread = marked & ~marked.all(1, keepdim=True)  # a row marked throughout stays
+    first = x[torch.arange(len(x), device=x.device), (~marked).int().argmax(1)]
+    x[spread] = first[spread.nonzero()[:, 0]]
+    return x.movedim((0, 1), (batch, time))
 
 
 def _marks(mask: Tensor, batch: Axis, time: Axis) -> Tensor | None:
@@ -146,7 +143,7 @@ def _marks(mask: Tensor, batch: Axis, time: Axis) -> Tensor | None:
     ends = (batch.of.get(id(mask)), time.of.get(id(mask)))
     if ends != (0, mask.ndim - 1) or mask.numel() != batch.size * time.size:
         return None
-    flat = mask.reshape(batch.size, time.size)
+    flat = mask[(slice(None), *[0] * (mask.ndim - 2))]  # the axes between are of size 1
     if flat.is_floating_point() and bool(((flat == 0) | (flat == float("-inf"))).all()):
         flat = flat == float("-inf")
     elif bool(((flat == 0) | (flat == 1)).all()):
@@ -160,7 +157,7 @@ def _triangle(buffer: Tensor) -> bool:
     n = buffer.shape[-1] if buffer.ndim >= 2 else 0
     if n < 2 or buffer.shape[-2] != n or buffer.numel() != n * n:
         return False
-    square, future = buffer.reshape(n, n), torch.full((n, n), float("-inf")).triu(1)
+    square, future = buffer[(0,) * (buffer.ndim - 2)], torch.full((n, n), float("-inf")).triu(1)
     additive = buffer.is_floating_point() and torch.equal(square, future.to(square))
     return additive or torch.equal(square, torch.ones_like(square).tril())
 
@@ -199,15 +196,11 @@ class Behaviour:
         self.why: dict[tuple[str, str, str], str] = {}  # a property never checked, and why
         self.flagged: dict[str, set[int]] = {}  # by kind, the modules found with it
 
-    def __enter__(self) -> "Behaviour":
-        self.hooks = contextlib.ExitStack()
-        self.hooks.callback(torch_module.register_module_forward_pre_hook(self._before).remove)
+    def hooks(self) -> list[RemovableHandle]:
+        """The global module hooks that do the work; removing them ends it."""
         after = torch_module.register_module_forward_hook
-        self.hooks.callback(after(self._after, with_kwargs=True, always_call=True).remove)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.hooks.close()
+        hook = after(self._after, with_kwargs=True, always_call=True)
+        return [torch_module.register_module_forward_pre_hook(self._before), hook]
 
     def _before(self, module: nn.Module, args: tuple) -> None:
         """A copy before a call whose positional arguments are new and hold the sizes; a
@@ -285,15 +278,11 @@ class Behaviour:
         batch, time = (_find(w, s, inputs, named) for w, s in zip(("batch", "time"), self.sizes))  # noqa: B905
         placed = {n: batch.of[id(t)] for n, t in inputs if id(t) in batch.of}
         if any(self.placed.setdefault(module, placed).get(n, a) != a for n, a in placed.items()):
-            batch = Axis(
-                batch.size, {}, f"the axis of size {batch.size} moved since its first call"
-            )
+            batch = Axis(batch.size, {}, f"its axis of size {batch.size} moved since")
         for what, axis in (("rows", batch), ("causality", time)):
             self.why.setdefault((*where, what), axis.why)
-        pristine, sizes = (
-            (batch.of or time.of) and (pristine or self._copy(module)),
-            (batch.size, time.size),
-        )
+        pristine = (batch.of or time.of) and (pristine or self._copy(module))
+        sizes = (batch.size, time.size)
 
         def run(new: dict[int, Tensor]) -> list[Tensor]:
             """The outputs of a fresh copy given the inputs with ``new`` in place, from the
@@ -353,9 +342,8 @@ class Behaviour:
             def others(changed: Tensor, b: list[int], t: list[int], kept=~marked) -> Any:
                 if len(b) > 1 or len(t) > 1 or (t and not b):
                     return None  # which step is which cannot be told
-                return (
-                    changed.movedim((b[0], t[0]), (0, 1))[kept.to(changed.device)] if t else changed
-                )
+                kept = kept.to(changed.device)
+                return changed.movedim((b[0], t[0]), (0, 1))[kept] if t else changed
 
             for name, t in inputs:
                 if id(t) in batch.of and id(t) in time.of and not _is_mask(name, t):
@@ -393,18 +381,16 @@ class Behaviour:
         self.flagged.setdefault(kind, set()).add(id(module))
 
     def write_verdicts(self, path: Path) -> None:
-        kept = [{k: v for k, v in each.items() if v is not None} for each in self.verdicts.values()]
-        rows = [json.dumps(verdict) for verdict in kept]
+        kept = ({k: v for k, v in each.items() if v is not None} for each in self.verdicts.values())
+        rows = [json.dumps(each) for each in kept]
         path.write_text("[\n" + ",\n".join(f"  {r}" for r in rows) + "\n]\n" if rows else "[]\n")
 
     def summary(self) -> list[str]:
         """The causality verdicts counted, and why a module never had a property checked."""
         causal = sum(verdict["causal"] for verdict in self.verdicts.values())
         lines = [f"audit: {len(self.verdicts)} causality verdicts, {causal} causal"]
-        for (name, cls, what), why in self.why.items():
-            lines += [f"audit: {what} not checked in {name or 'top module'} ({cls}): {why}"] * (
-                why > ""
-            )
+        for (name, cls, what), why in ((key, why) for key, why in self.why.items() if why):
+            lines.append(f"audit: {what} not checked in {name or 'top module'} ({cls}): {why}")
         return lines
 
     def unknown_classes(self) -> list[str]:

@@ -114,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
                 hook = jaxtyping.install_import_hook(options.typecheck, annotations.TYPECHECKER)
                 undo.callback(hook.uninstall)
             undo.callback(register_module_buffer_registration_hook(_mark_buffer).remove)
-            if options.behaviour:
-                undo.enter_context(behaviour)
+            for hook in behaviour.hooks() if options.behaviour else []:
+                undo.enter_context(hook)
             if options.max_seconds is not None:
                 undo.callback(signal.signal, signal.SIGALRM, signal.signal(signal.SIGALRM, _stop))
                 undo.callback(signal.setitimer, signal.ITIMER_REAL, 0)

@@ -108,22 +108,22 @@ PLANTED = {
         "batch-mixing", "blocks.0", "Block", "untyped_model.py", None,
     ),
     "padding mask never applied": Planted(
-        "encoder", 'weights = weights.masked_fill(padding[:, None, None, :], float("-inf"))',
-        "keep = ~padding", (),
+        "encoder", 'weights = weights.masked_fill(rearrange(padding, "b t -> b 1 1 t"), -inf)',
+        "keep = ~padding  # computed, never applied", (),
         "mask-ignored", "attn", "MaskedAttention", "untyped_encoder.py", "padding",
     ),
     "padding mask never passed to the encoder": Planted(
         "encoder", ", src_key_padding_mask=padding)", ")", (),
         "mask-ignored", "", "Classifier", "untyped_encoder.py", "padding",
     ),
-    "inverted mask buffer": Planted(
+    "transposed mask buffer": Planted(
         "decoder", "self.bias[:, :, :T, :T] == 0", "self.bias[:, :, :T, :T].mT == 0", (),
         "not-causal", "h.0.attn", "CausalSelfAttention", "untyped_decoder.py", "x",
     ),
     "time split into heads under SDPA's is_causal": Planted(
         "decoder-sdpa",
-        "q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)",
-        "q = q.reshape(B, self.heads, T, C // self.heads)", (),
+        "rearrange(t, split, h=self.heads) for t in self.c_attn(x)",
+        "t.reshape(len(x), self.heads, T, -1) for t in self.c_attn(x)", (),
         "not-causal", "h.0.attn", "CausalSelfAttention", "untyped_decoder.py", "x",
     ),
 }  # fmt: skip

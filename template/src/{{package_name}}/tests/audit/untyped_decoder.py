@@ -7,6 +7,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from einops import rearrange
 from torch import nn
 
 
@@ -19,22 +20,18 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(width, width)
         self.heads, self.sdpa = heads, sdpa
         if not sdpa:
-            causal = torch.tril(torch.ones(block, block)).view(1, 1, block, block)
-            self.register_buffer("bias", causal)
+            self.register_buffer("bias", torch.tril(torch.ones(1, 1, block, block)))
 
     def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
-        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)
-        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        T, split = x.size(1), "b t (h d) -> b h t d"
+        q, k, v = (rearrange(t, split, h=self.heads) for t in self.c_attn(x).chunk(3, dim=-1))
         if self.sdpa:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal=True)
         else:
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
             att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
             y = F.softmax(att, dim=-1) @ v
-        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        return self.c_proj(rearrange(y, "b h t d -> b t (h d)"))
 
 
 class Block(nn.Module):
@@ -63,8 +60,10 @@ class GPT(nn.Module):
         for block in self.h:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))
-        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-        return logits, loss
+        if targets is None:
+            return logits, None
+        flat = rearrange(logits, "b t v -> (b t) v"), rearrange(targets, "b t -> (b t)")
+        return logits, F.cross_entropy(*flat)
 
     @torch.no_grad()
     def generate(self, idx, steps):

@@ -3,9 +3,11 @@ few training steps when run as a script: an attention of its own and torch's enc
 given the padding mask. The subject of the behaviour audit's tests (test_behaviour_audit.py)."""
 
 import argparse
+from math import inf
 
 import torch
 import torch.nn.functional as F
+from einops import rearrange
 from torch import nn
 
 
@@ -17,11 +19,11 @@ class MaskedAttention(nn.Module):
         self.proj = nn.Linear(width, width)
 
     def forward(self, x, padding):
-        B, T, C = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
-        weights = q @ k.transpose(-2, -1) / (C // self.heads) ** 0.5
-        weights = weights.masked_fill(padding[:, None, None, :], float("-inf"))
-        return self.proj((weights.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C))
+        split = "b t (h d) -> b h t d"
+        q, k, v = (rearrange(t, split, h=self.heads) for t in self.qkv(x).chunk(3, dim=-1))
+        weights = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5
+        weights = weights.masked_fill(rearrange(padding, "b t -> b 1 1 t"), -inf)
+        return self.proj(rearrange(weights.softmax(-1) @ v, "b h t d -> b t (h d)"))
 
 
 class Classifier(nn.Module):
@@ -36,7 +38,7 @@ class Classifier(nn.Module):
     def forward(self, tokens, padding):
         x = self.embed(tokens)
         x = self.encoder(x + self.attn(x, padding), src_key_padding_mask=padding)
-        real = (~padding).float()[..., None]
+        real = rearrange((~padding).float(), "b t -> b t 1")
         return self.head((x * real).sum(1) / real.sum(1))
 
 
@@ -50,7 +52,8 @@ if __name__ == "__main__":
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     for _ in range(3):
         lengths = torch.randint(1, args.time + 1, (args.batch,))
-        padding = torch.arange(args.time)[None, :] >= lengths[:, None]
+        steps = rearrange(torch.arange(args.time), "t -> 1 t")
+        padding = steps >= rearrange(lengths, "b -> b 1")
         tokens = torch.randint(1, 20, (args.batch, args.time)).masked_fill(padding, 0)
         loss = F.cross_entropy(model(tokens, padding), torch.randint(0, 3, (args.batch,)))
         optimizer.zero_grad()
