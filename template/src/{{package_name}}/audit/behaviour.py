@@ -13,7 +13,6 @@ import re
 import sys
 import threading
 import typing
-import warnings
 import weakref
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -242,7 +241,9 @@ class Behaviour:
 
     def _after(self, module: nn.Module, args: tuple, *rest: Any) -> None:
         """Checks a call with a new signature, with no guard or annotation finding (while
-        ``evaluating``), no output or warning of the program's, and no gradient."""
+        ``evaluating``), no output on the program's streams, and no gradient. Warnings are
+        not filtered: ``catch_warnings`` would reset the registries and show again, in the
+        program's output, warnings that it shows once."""
         main = threading.current_thread() is threading.main_thread()
         _, pristine = self.stack.pop() if self.stack and main else (None, False)
         key = rest[1:] and (_signature(args, self.sizes), _signature(rest[0], self.sizes))
@@ -257,14 +258,8 @@ class Behaviour:
         recording = getattr(sys.modules.get(f"{__package__}.annotations"), "RECORDING", [])
         recording.append((Findings(), False))
         try:
-            with (
-                contextlib.redirect_stdout(out),
-                contextlib.redirect_stderr(out),
-                warnings.catch_warnings(),
-                torch.no_grad(),
-            ):
-                warnings.simplefilter("ignore")
-                self._check(module, pristine, bound)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), torch.no_grad():
+                self._check(module, pristine, bound)  # a warning too is printed to `out`
         finally:
             self.evaluating = False
             recording.pop()
