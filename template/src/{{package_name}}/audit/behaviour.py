@@ -45,8 +45,7 @@ class BehaviourFinding(Finding):
 
 
 class Axis(NamedTuple):
-    """The batch or time axis in one call: its size, its place in each input (by ``id``),
-    and why it cannot be checked."""
+    """The batch or time axis in one call: its size, place in each input, why not checked."""
 
     size: int
     of: dict[int, int]
@@ -111,8 +110,7 @@ def _find(what: str, size: int | None, inputs: Inputs, named: dict) -> Axis:
 
 
 def _moved(base: list[Tensor], after: list[Tensor], sizes: tuple, part: Any) -> Tensor | None:
-    """The first output whose ``part(changed, batch axes, time axes)`` moved (None: that
-    output is not compared)."""
+    """The first output whose ``part(where changed, batch axes, time axes)`` moved."""
     for old, new in zip(base, after, strict=False):
         if old.shape != new.shape or old.dtype != new.dtype:
             return old
@@ -181,8 +179,8 @@ def _forward(cls: type) -> tuple[str, int, str, bool]:
 
 
 class Behaviour:
-    """``with Behaviour(findings, batch, time, causal):`` checks the modules called inside,
-    given the run's batch size and sequence length and the classes that must be causal."""
+    """Checks the modules called while its ``hooks`` are on, given the run's batch size and
+    sequence length and the classes that must be causal."""
 
     def __init__(self, findings: Findings, batch: int | None, time: int | None, causal: list):
         self.findings, self.sizes, self.causal = findings, (batch, time), set(causal)
@@ -202,8 +200,7 @@ class Behaviour:
         return [torch_module.register_module_forward_pre_hook(self._before), hook]
 
     def _before(self, module: nn.Module, args: tuple) -> None:
-        """A copy before a call whose positional arguments are new and hold the sizes; a
-        call new by its keyword arguments only is copied after."""
+        """A copy before a call whose positional arguments are new and hold the sizes."""
         pristine: Any = False  # not checked
         if threading.current_thread() is not threading.main_thread():
             return  # as the guard, the main thread only
@@ -224,7 +221,7 @@ class Behaviour:
         cls = type(module)
         if _users(getattr(sys.modules.get(cls.__module__), "__file__", None) or "<none>"):
             return True
-        if not cls.__module__.startswith("torch."):
+        if not cls.__module__.startswith("torch.nn."):
             return False
         frame = sys._getframe(2)
         while frame.f_back is not None and frame.f_code.co_filename == torch_module.__file__:
@@ -240,10 +237,8 @@ class Behaviour:
             return None
 
     def _after(self, module: nn.Module, args: tuple, *rest: Any) -> None:
-        """Checks a call with a new signature, with no guard or annotation finding (while
-        ``evaluating``), no output on the program's streams, and no gradient. Warnings are
-        not filtered: ``catch_warnings`` would reset the registries and show again, in the
-        program's output, warnings that it shows once."""
+        """Checks a call with a new signature: no guard or annotation finding, no output on the
+        program's streams (no warnings filter: it would show once-shown warnings again)."""
         main = threading.current_thread() is threading.main_thread()
         _, pristine = self.stack.pop() if self.stack and main else (None, False)
         key = rest[1:] and (_signature(args, self.sizes), _signature(rest[0], self.sizes))
