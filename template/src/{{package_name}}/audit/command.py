@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += behaviour.summary() if options.behaviour else []
     if options.report is not None:
         lines.append(f"audit: report written to {options.report}")
-    unknown = behaviour.unknown_classes()
+    unknown = behaviour.unknown_classes() if options.causal else []
     if unknown:
         lines.append(f"error: --causal: no class named {', '.join(unknown)} in the program")
     print("\n".join(lines), file=sys.stderr, flush=True)
