@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     add("--typecheck", action="append", default=[], metavar="PACKAGE", help=typecheck)
     add("-m", dest="module", action="store_true", help="run MODULE as python -m does")
     add("--behaviour", action="store_true", help="also check rows, causality and masks")
-    add("--batch", type=_positive, metavar="B", help="the run's batch size (--behaviour)")
-    add("--time", type=_positive, metavar="T", help="the run's sequence length (--behaviour)")
+    add("--batch", type=int, metavar="B", help="the run's batch size (--behaviour)")
+    add("--time", type=int, metavar="T", help="the run's sequence length (--behaviour)")
     add("--causal", action="append", default=[], metavar="CLASS", help="CLASS must be causal")
     add("--verdicts", type=Path, metavar="FILE.json", help="write the causality verdicts")
     # The script or module and everything after it, verbatim: the program's own arguments.
@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     given = [f"--{o}" for o in ("batch", "time", "causal", "verdicts") if vars(options)[o]]
     if given and not options.behaviour:
         parser.error(f"{', '.join(given)} without --behaviour")
+    if any(size is not None and size < 1 for size in (options.batch, options.time)):
+        parser.error("--batch and --time must be positive")
     if options.batch is not None and options.batch == options.time:
         parser.error("--batch and --time must differ, so that each names one axis")
     if options.verdicts is not None:
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.report is not None:
         findings.write(options.report)
     if options.verdicts is not None:
-        behaviour.write_verdicts(options.verdicts)
+        behaviour.verdicts.write(options.verdicts)
     sys.stdout.flush()
     lines = ["audit: --max-seconds reached; the program was stopped"] if stopped else []
     count = len(findings)
@@ -189,12 +191,6 @@ def run_program(
         traceback.print_exception(type(error), error, _program_frames(error.__traceback__))
         return 1
     return 0
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
-    return int(text)
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:

@@ -19,13 +19,22 @@ from typing import Any, Literal
 from ..core import broadcast
 from ..core.broadcast import Stretch
 
+SAID = {
+    "batch-mixing": "its middle row moved when only the other rows changed",
+    "not-causal": "declared causal, yet the last step of {} moved earlier steps",
+    "mask-ignored": "{} is not honoured: the steps it marks moved the other steps",
+}
+"""What a ``--behaviour`` finding says in the summary, given its argument."""
+
 
 @dataclass
 class Finding:
     """One distinct problem: ``op`` stretched ``shapes`` to ``result``, or (an annotation)
     ``function``'s ``argument`` was ``actual``, the first value seen, not ``expected``."""
 
-    kind: Literal["broadcast", "annotation", "batch-mixing", "not-causal", "mask-ignored"]
+    kind: Literal[
+        "broadcast", "annotation", "batch-mixing", "not-causal", "mask-ignored", "causality"
+    ]
     op: str
     shapes: list[list[int]]
     result: list[int]
@@ -43,6 +52,7 @@ class Finding:
     actual: str | None = None
     module: str | None = None
     module_class: str | None = None
+    causal: bool | None = None
 
     def summary(self) -> str:
         """Two or three lines for the terminal; the JSON report is the full record."""
@@ -51,8 +61,11 @@ class Finding:
             shapes = [tuple(shape) for shape in self.shapes]
             listed = ", ".join(map(str, shapes[:-1])) + f" and {shapes[-1]}"
             what = f"{self.op} stretched every operand: {listed} -> {tuple(self.result)}"
-        else:
+        elif self.module_class is None:
             what = f"{self.function}: {self.argument} is {self.actual}, not {self.expected}"
+        else:  # --behaviour
+            where = f"{self.module or 'the top module'} ({self.module_class})"
+            what = f"{self.kind} in {where}: {SAID[self.kind].format(self.argument)}"
         lines = [f"  {what}, {times}", f"    at {self.file}:{self.line}: {self.source}"]
         if self.library is not None:
             lines.append(f"    inside {self.library}")
