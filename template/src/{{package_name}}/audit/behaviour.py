@@ -22,13 +22,12 @@ from torch.nn.modules import module as torch_module
 from .findings import Finding, Findings, _is_machinery, _library
 
 TOLERANCE = 1e-4  # of each output's largest finite magnitude (8 eps in half precision)
-Inputs = list[tuple[str, Tensor]]  # a call's tensor arguments, each object once
-Part = Callable[[Tensor, list[int], list[int]], Tensor | None]  # given its batch and time axes
+Inputs = list[tuple[str, Tensor]]  # a call's tensor arguments by name, each object once
+Part = Callable[[Tensor, list[int], list[int]], Tensor | None]  # of where an output moved
 
 
 class Axis(NamedTuple):
-    """The batch or time axis of one call: its size, its place in each input (by ``id``), and
-    why it is in none."""
+    """The batch or time axis of a call: its size, place in each input by ``id``, why none."""
 
     size: int
     of: dict[int, int]
@@ -36,7 +35,7 @@ class Axis(NamedTuple):
 
     @classmethod
     def find(cls, what: str, size: int | None, inputs: Inputs, named: dict) -> "Axis":
-        """Where a hint names it, else the one axis of ``size`` (that of an annotated input, if
+        """Where a hint names it, else the one axis of ``size`` (an annotated input's size, if
         any); a mask with two has none."""
         stated = {id(t): named[n][what] % t.ndim for n, t in inputs if what in named.get(n, {})}
         size = next((t.shape[stated[id(t)]] for _, t in inputs if id(t) in stated), size or 0)
@@ -50,7 +49,6 @@ class Axis(NamedTuple):
 
 
 def _tensors(value: Any) -> list[Tensor]:
-    """The strided tensors in ``value``, nested in tuples, lists and dicts."""
     if isinstance(value, tuple | list | dict):
         items = value.values() if isinstance(value, dict) else value
         return [tensor for item in items for tensor in _tensors(item)]
@@ -97,18 +95,18 @@ def _select(tensor: Tensor, axis: int, order: list[int]) -> Tensor:
     return tensor.index_select(axis, torch.tensor(order, device=tensor.device))
 
 
-def _fill(tensor: Tensor, batch: int, time: int, marked: Tensor) -> Tensor:
-    """``tensor`` with the marked steps of each row given the value of its first unmarked
-    step; a row marked throughout stays."""
-    x, marked = tensor.movedim((batch, time), (0, 1)), marked.to(tensor.device)
+def _fill(tensor: Tensor, batch: Axis, time: Axis, marked: Tensor) -> Tensor:
+    """Each row's marked steps given its first unmarked step's value (not a row marked all)."""
+    axes = (batch.of[id(tensor)], time.of[id(tensor)])
+    x, marked = tensor.movedim(axes, (0, 1)), marked.to(tensor.device)
     marked = marked & ~marked.all(1, keepdim=True)
     steps = torch.arange(x.shape[1], device=x.device).expand_as(marked)
     steps = torch.where(marked, (~marked).int().argmax(1, keepdim=True), steps)
-    return x[torch.arange(len(x), device=x.device)[:, None], steps].movedim((0, 1), (batch, time))
+    return x[torch.arange(len(x), device=x.device)[:, None], steps].movedim((0, 1), axes)
 
 
 def _others(kept: Tensor, moved: Tensor, batch: list[int], time: list[int]) -> Tensor | None:
-    """The ``kept`` steps of an output, or all of it if it has no time axis."""
+    """A :data:`Part`: the ``kept`` steps of an output, or all of it if it has no time axis."""
     if len(batch) > 1 or len(time) > 1 or (time and not batch):
         return None  # which step is which cannot be told
     return moved.movedim((batch[0], time[0]), (0, 1))[kept.to(moved.device)] if time else moved
@@ -127,8 +125,7 @@ def _triangle(buffer: Tensor) -> bool:
 
 
 def _copy(module: nn.Module) -> Any:
-    """A deep copy in eval mode, sharing the parameters, which no check writes to; None if
-    the module holds what cannot be copied."""
+    """In eval mode, sharing the parameters, which no check writes to; None if it cannot be."""
     with contextlib.suppress(Exception):
         return copy.deepcopy(module, {id(p): p for p in module.parameters()}).eval()
 
@@ -154,33 +151,30 @@ class Behaviour:
 
     def __init__(self, findings: Findings, batch: int | None, time: int | None, causal: list):
         self.findings, self.sizes, self.causal = findings, (batch, time), set(causal)
-        self.evaluating, self.stack = False, []  # per running call: its copy; False: unchecked
+        self.evaluating, self.pending = False, {}  # per module to check, its copy or None
         self.names, self.seen, self.placed = (weakref.WeakKeyDictionary() for _ in range(3))
         self.verdicts, self.flagged, self.why = Findings(), set(), {}
 
     def hooks(self) -> list:
-        """The global module hooks that do the work; removing them ends it."""
         after = torch_module.register_module_forward_hook
         hook = after(self._after, with_kwargs=True, always_call=True)
         return [torch_module.register_module_forward_pre_hook(self._before), hook]
 
     def _before(self, module: nn.Module, args: tuple) -> None:
         """A copy at the first call with each signature (the dtypes, and which axes have the
-        batch or the time size): None where no input holds them, or it cannot be copied."""
-        if threading.current_thread() is not threading.main_thread():
+        batch or the time size); None where no input holds them."""
+        if self.evaluating or threading.current_thread() is not threading.main_thread():
             return  # as the guard, the main thread only
-        copied: Any = False
-        if not self.stack and module not in self.names and not self.evaluating:
+        if module not in self.names:
             self.names.update((sub, name) for name, sub in module.named_modules())
-        if not self.evaluating and self._subject(module):
+        if self._subject(module):
             key = tuple(
                 (t.dtype, *(s * (s in self.sizes) for s in t.shape)) for t in _tensors(args)
             )
             if key not in (seen := self.seen.setdefault(module, set())):
                 seen.add(key)
                 held = _named(type(module)) or any(any(sizes[1:]) for sizes in key)
-                copied = _copy(module) if held else None
-        self.stack.append(copied)
+                self.pending[module] = _copy(module) if held else None
 
     def _subject(self, module: nn.Module) -> bool:
         """Defined in the user's files, or a torch module that their code called."""
@@ -193,11 +187,11 @@ class Behaviour:
         return cls.__module__.startswith("torch.nn.") and _users(frame.f_code.co_filename)
 
     def _after(self, module: nn.Module, args: tuple, *rest: Any) -> None:
-        """Checks a call that ``_before`` chose (``rest``: its keyword arguments and output, or
-        the output alone if it raised), with nothing printed on the program's streams and no
-        guard or annotation finding; no warnings filter, which would repeat the once-shown."""
-        main = threading.current_thread() is threading.main_thread()
-        if not main or (copied := self.stack.pop()) is False or len(rest) < 2:
+        """Checks a call ``_before`` chose (``rest``: keyword arguments and output, or only the
+        output if it raised), printing nothing on the program's streams and making no guard
+        or annotation finding; no warnings filter, which would repeat once-shown warnings."""
+        copied = self.pending.pop(module, False)
+        if copied is False or len(rest) < 2:
             return
         try:
             bound = inspect.signature(module.forward).bind(*args, **rest[0])
@@ -218,7 +212,7 @@ class Behaviour:
         for name, value in bound.arguments.items():
             if isinstance(value, Tensor) and all(value is not tensor for _, tensor in inputs):
                 inputs.append((name, value))  # `q=x, k=x, v=x` is one input
-        named, where = _named(type(module)), (self.names.get(module, ""), type(module).__qualname__)
+        where, named = (self.names.get(module, ""), type(module).__qualname__), _named(type(module))
         batch, time = (
             Axis.find(w, s, inputs, named)
             for w, s in zip(("batch", "time"), self.sizes, strict=True)
@@ -227,12 +221,12 @@ class Behaviour:
         if any(self.placed.setdefault(module, placed).get(n, a) != a for n, a in placed.items()):
             batch = batch._replace(of={})  # not where it was: a prompt growing through B
         for what, axis in (("rows", batch), ("causality", time)):
-            if self.why.get((*where, what)) != "":  # listed until once found
+            if self.why.get((*where, what)) != "":  # listed until found once
                 self.why[(*where, what)] = axis.why
 
         def outputs(new: dict[int, Tensor]) -> list[Tensor]:
-            """A fresh copy's outputs with ``new`` in place of inputs, from the program's random
-            state, restored after; [] if the module refuses them."""
+            """A fresh copy's, with ``new`` in place of inputs, from the program's random state
+            (restored after); [] if the module refuses them."""
             call = copy.copy(bound)
             call.arguments = {n: new.get(id(v), v) for n, v in bound.arguments.items()}
             cuda = range(torch.cuda.device_count()) if torch.cuda.is_initialized() else []
@@ -245,8 +239,8 @@ class Behaviour:
             return
 
         def compare(changes: list[tuple[Tensor, Tensor]], part: Part) -> tuple[Tensor, bool] | None:
-            """With the inputs changed (old, new): the first output whose ``part`` moved, and
-            True, or the first compared, and False; None if nothing changed or was compared."""
+            """With inputs changed (old, new): the first output whose ``part`` moved and True,
+            or the first compared and False; None if nothing changed or was compared."""
             if all(torch.equal(old, new) for old, new in changes):
                 return None
             compared = None
@@ -258,47 +252,50 @@ class Behaviour:
                     tolerance = max(TOLERANCE, 8 * torch.finfo(old.real.dtype).eps)
                     scale = float(old.abs().nan_to_num(0.0, 0.0, 0.0).max())
                     moved = ~torch.isclose(new, old, tolerance, tolerance * scale, equal_nan=True)
-                if (
-                    picked := part(moved, _hits(old, batch.size), _hits(old, time.size))
-                ) is not None:
-                    if bool(picked.any()):
-                        return old, True
-                    compared = compared or (old, False)
+                picked = part(moved, _hits(old, batch.size), _hits(old, time.size))
+                if picked is not None and bool(picked.any()):
+                    return old, True
+                compared = compared or (None if picked is None else (old, False))
             return compared
 
+        plans: list[tuple[str, str | None, list]] = []  # a kind, its argument, the tries
         rows, kept, last = batch.size, batch.size // 2, time.size - 1
         if batch.of and rows > 1:  # the middle row kept, the others rolled: its neighbours change
             order = [kept if i == kept else (i - 1) % rows for i in range(rows)]
             rolled = [
                 (t, _select(t, batch.of[id(t)], order)) for _, t in inputs if id(t) in batch.of
             ]
-            outcome = compare(rolled, lambda d, b, t: d.select(b[0], kept) if len(b) == 1 else None)
-            if outcome and outcome[1]:
-                self._record("batch-mixing", module, inputs, outcome[0], None)
+            row: Part = lambda d, b, t: d.select(b[0], kept) if len(b) == 1 else None  # noqa: E731
+            plans.append(("batch-mixing", None, [(rolled, row)]))
         steps = [(name, t) for name, t in inputs if id(t) in time.of and not _is_mask(name, t)]
         if steps and last > 0:  # the first step copied onto the last
-            (name, x), earlier = steps[0], [*range(last), 0]
-            part: Part = lambda d, b, t: d.narrow(t[0], 0, last) if len(t) == 1 else None  # noqa: E731
-            if outcome := compare([(x, _select(x, time.of[id(x)], earlier))], part):
-                self._record("causality", module, inputs, outcome[0], name, not outcome[1])
-                if outcome[1] and self._declares(module):
-                    self._record("not-causal", module, inputs, outcome[0], name)
-        both = [t for _, t in steps if id(t) in batch.of]
-        for name, mask in inputs if both else []:
-            marks = _marks(mask, batch, time) if _is_mask(name, mask) else None
-            tries = (  # honoured if one input changed where one polarity marks moves no other step
-                compare([(t, _fill(t, batch.of[id(t)], time.of[id(t)], marked))], keep)
-                for marked in ([] if marks is None else [marks, ~marks])
-                for keep in [functools.partial(_others, ~marked)]
-                for t in both
+            (name, x), on_last = steps[0], [*range(last), 0]
+            earlier: Part = lambda d, b, t: d.narrow(t[0], 0, last) if len(t) == 1 else None  # noqa: E731
+            plans.append(
+                ("not-causal", name, [([(x, _select(x, time.of[id(x)], on_last))], earlier)])
             )
-            outcomes = filter(None, tries)
-            if (first := next(outcomes, None)) and first[1] and all(o[1] for o in outcomes):
-                self._record("mask-ignored", module, inputs, first[0], name)
+        both = [t for _, t in steps if id(t) in batch.of]
+        for name, mask in inputs:  # one input changed where one polarity marks, at a time
+            if both and _is_mask(name, mask) and (marks := _marks(mask, batch, time)) is not None:
+                fills = [(t, marked) for marked in (marks, ~marks) for t in both]
+                tries = [
+                    ([(t, _fill(t, batch, time, m))], functools.partial(_others, ~m))
+                    for t, m in fills
+                ]
+                plans.append(("mask-ignored", name, tries))
+        for kind, argument, tries in plans:  # moved if every try that could be made moved
+            outcomes = filter(None, (compare(changes, part) for changes, part in tries))
+            if (first := next(outcomes, None)) is None:
+                continue
+            moved = first[1] and all(outcome[1] for outcome in outcomes)
+            if kind == "not-causal":  # a verdict, and a finding only where declared
+                self._record("causality", module, inputs, first[0], argument, not moved)
+            if moved and (kind != "not-causal" or self._declares(module)):
+                self._record(kind, module, inputs, first[0], argument)
 
     def _declares(self, module: nn.Module) -> bool:
-        """Whether ``module`` says it is causal: named by ``--causal``, by an attribute, a mask
-        buffer, or ``scaled_dot_product_attention(..., is_causal=True)`` in its forward."""
+        """By ``--causal``, an attribute, a mask buffer, or ``scaled_dot_product_attention(...,
+        is_causal=True)`` in its forward."""
         cls, source = type(module), ""
         with contextlib.suppress(OSError, TypeError):  # no source: no such call seen
             source = "".join(inspect.getsource(cls.forward).split())
@@ -314,15 +311,13 @@ class Behaviour:
         same kind: the innermost is the one to fix."""
         file, line, source = _forward(type(module))
         name, cls = self.names.get(module, ""), type(module).__qualname__
-        entry: dict[str, Any] = dict(
-            kind=kind, op=cls, shapes=[list(t.shape) for _, t in inputs], result=list(output.shape),
-            file=file, line=line, source=source, library=_library(file), module=name,
-            module_class=cls, argument=argument, causal=causal,
-        )  # fmt: skip
+        shapes, result = [list(t.shape) for _, t in inputs], list(output.shape)
+        found = Finding(kind, cls, shapes, result, file, line, source, library=_library(file))
+        found.module, found.module_class, found.argument, found.causal = name, cls, argument, causal
         if causal is not None:
-            self.verdicts.add((name, cls, causal), lambda: Finding(**entry))
+            self.verdicts.add((name, cls, causal), lambda: found)
         elif not any((kind, id(sub)) in self.flagged for sub in module.modules()):
-            self.findings.add((kind, file, line, argument), lambda: Finding(**entry))
+            self.findings.add((kind, file, line, argument), lambda: found)
         self.flagged.add((kind, id(module)))
 
     def summary(self) -> list[str]:

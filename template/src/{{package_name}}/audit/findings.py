@@ -19,13 +19,6 @@ from typing import Any, Literal
 from ..core import broadcast
 from ..core.broadcast import Stretch
 
-SAID = {
-    "batch-mixing": "its middle row moved when only the other rows changed",
-    "not-causal": "declared causal, yet the last step of {} moved earlier steps",
-    "mask-ignored": "{} is not honoured: the steps it marks moved the other steps",
-}
-"""What a ``--behaviour`` finding says in the summary, given its argument."""
-
 
 @dataclass
 class Finding:
@@ -63,9 +56,9 @@ class Finding:
             what = f"{self.op} stretched every operand: {listed} -> {tuple(self.result)}"
         elif self.module_class is None:
             what = f"{self.function}: {self.argument} is {self.actual}, not {self.expected}"
-        else:  # --behaviour
-            where = f"{self.module or 'the top module'} ({self.module_class})"
-            what = f"{self.kind} in {where}: {SAID[self.kind].format(self.argument)}"
+        else:  # --behaviour: the module, and the argument changed or not honoured
+            what = f"{self.kind} in {self.module or 'the top module'} ({self.module_class})"
+            what += f", argument {self.argument}" if self.argument else ""
         lines = [f"  {what}, {times}", f"    at {self.file}:{self.line}: {self.source}"]
         if self.library is not None:
             lines.append(f"    inside {self.library}")
