@@ -4,7 +4,6 @@ declared causal ignores the future, a padding mask is honoured (docs/audit.md)."
 
 import contextlib
 import copy
-import functools
 import inspect
 import io
 import linecache
@@ -12,6 +11,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
+from functools import cache, partial
 from math import inf
 from typing import Any, NamedTuple, get_args, get_type_hints
 
@@ -55,7 +55,7 @@ def _tensors(value: Any) -> list[Tensor]:
     return [value] if isinstance(value, Tensor) and value.layout == torch.strided else []
 
 
-@functools.cache
+@cache
 def _named(cls: type) -> dict[str, dict[str, int]]:
     """Per argument of ``cls.forward``, the axes its jaxtyping hint names ``batch`` or
     ``time`` (or ``#batch``), counted from the end after a variadic one."""
@@ -91,8 +91,8 @@ def _marks(mask: Tensor, batch: Axis, time: Axis) -> Tensor | None:
     return marked if one else None
 
 
-def _select(tensor: Tensor, axis: int, order: list[int]) -> Tensor:
-    return tensor.index_select(axis, torch.tensor(order, device=tensor.device))
+def _select(tensor: Tensor, axis: Axis, order: list[int]) -> Tensor:
+    return tensor.index_select(axis.of[id(tensor)], torch.tensor(order, device=tensor.device))
 
 
 def _fill(tensor: Tensor, batch: Axis, time: Axis, marked: Tensor) -> Tensor:
@@ -130,12 +130,12 @@ def _copy(module: nn.Module) -> Any:
         return copy.deepcopy(module, {id(p): p for p in module.parameters()}).eval()
 
 
-@functools.cache
+@cache
 def _users(file: str) -> bool:
     return _library(file) is None and not _is_machinery(file)
 
 
-@functools.cache
+@cache
 def _forward(cls: type) -> tuple[str, int, str]:
     """The file, line and text of the ``def`` of ``cls.forward``."""
     code = getattr(inspect.unwrap(cls.forward), "__code__", None)
@@ -213,10 +213,8 @@ class Behaviour:
             if isinstance(value, Tensor) and all(value is not tensor for _, tensor in inputs):
                 inputs.append((name, value))  # `q=x, k=x, v=x` is one input
         where, named = (self.names.get(module, ""), type(module).__qualname__), _named(type(module))
-        batch, time = (
-            Axis.find(w, s, inputs, named)
-            for w, s in zip(("batch", "time"), self.sizes, strict=True)
-        )
+        batch = Axis.find("batch", self.sizes[0], inputs, named)
+        time = Axis.find("time", self.sizes[1], inputs, named)
         placed = {n: batch.of[id(t)] for n, t in inputs if id(t) in batch.of}
         if any(self.placed.setdefault(module, placed).get(n, a) != a for n, a in placed.items()):
             batch = batch._replace(of={})  # not where it was: a prompt growing through B
@@ -262,26 +260,19 @@ class Behaviour:
         rows, kept, last = batch.size, batch.size // 2, time.size - 1
         if batch.of and rows > 1:  # the middle row kept, the others rolled: its neighbours change
             order = [kept if i == kept else (i - 1) % rows for i in range(rows)]
-            rolled = [
-                (t, _select(t, batch.of[id(t)], order)) for _, t in inputs if id(t) in batch.of
-            ]
+            rolled = [(t, _select(t, batch, order)) for _, t in inputs if id(t) in batch.of]
             row: Part = lambda d, b, t: d.select(b[0], kept) if len(b) == 1 else None  # noqa: E731
             plans.append(("batch-mixing", None, [(rolled, row)]))
         steps = [(name, t) for name, t in inputs if id(t) in time.of and not _is_mask(name, t)]
         if steps and last > 0:  # the first step copied onto the last
             (name, x), on_last = steps[0], [*range(last), 0]
             earlier: Part = lambda d, b, t: d.narrow(t[0], 0, last) if len(t) == 1 else None  # noqa: E731
-            plans.append(
-                ("not-causal", name, [([(x, _select(x, time.of[id(x)], on_last))], earlier)])
-            )
+            plans.append(("not-causal", name, [([(x, _select(x, time, on_last))], earlier)]))
         both = [t for _, t in steps if id(t) in batch.of]
         for name, mask in inputs:  # one input changed where one polarity marks, at a time
             if both and _is_mask(name, mask) and (marks := _marks(mask, batch, time)) is not None:
                 fills = [(t, marked) for marked in (marks, ~marks) for t in both]
-                tries = [
-                    ([(t, _fill(t, batch, time, m))], functools.partial(_others, ~m))
-                    for t, m in fills
-                ]
+                tries = [([(t, _fill(t, batch, time, m))], partial(_others, ~m)) for t, m in fills]
                 plans.append(("mask-ignored", name, tries))
         for kind, argument, tries in plans:  # moved if every try that could be made moved
             outcomes = filter(None, (compare(changes, part) for changes, part in tries))
