@@ -21,6 +21,7 @@ import torch
 from torch.nn.modules.module import register_module_buffer_registration_hook
 
 from ..core.broadcast import BroadcastError, BroadcastGuard, Stretch, mark_buffer
+from .behaviour import Behaviour
 from .findings import Findings
 from .nonfinite import NonFiniteCheck, NonFiniteFound
 
@@ -57,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     nonfinite = "stop at the first NaN, or infinity that reaches a loss or gradient, and report it"
     add("--nonfinite", action="store_true", help=nonfinite)
     add("-m", dest="module", action="store_true", help="run MODULE as python -m does")
+    add("--behaviour", action="store_true", help="also check rows, causality and masks")
+    add("--batch", type=int, metavar="B", help="the run's batch size (--behaviour)")
+    add("--time", type=int, metavar="T", help="the run's sequence length (--behaviour)")
+    add("--causal", action="append", default=[], metavar="CLASS", help="CLASS must be causal")
+    add("--verdicts", type=Path, metavar="FILE.json", help="write the causality verdicts")
     # The script or module and everything after it, verbatim: the program's own arguments.
     add("program", nargs=argparse.PARSER, metavar="SCRIPT | MODULE")
     options = parser.parse_args(argv)
@@ -70,6 +76,17 @@ def main(argv: list[str] | None = None) -> int:
         options.report = options.report.absolute()
         if not options.report.parent.is_dir():
             parser.error(f"--report: no folder {options.report.parent}")
+    given = [f"--{o}" for o in ("batch", "time", "causal", "verdicts") if vars(options)[o]]
+    if given and not options.behaviour:
+        parser.error(f"{', '.join(given)} without --behaviour")
+    if any(size is not None and size < 1 for size in (options.batch, options.time)):
+        parser.error("--batch and --time must be positive")
+    if options.batch is not None and options.batch == options.time:
+        parser.error("--batch and --time must differ, so that each names one axis")
+    if options.verdicts is not None:
+        options.verdicts = options.verdicts.absolute()
+        if not options.verdicts.parent.is_dir():
+            parser.error(f"--verdicts: no folder {options.verdicts.parent}")
     if options.max_seconds is not None and options.max_seconds <= 0:
         parser.error("--max-seconds must be positive")
     if options.max_seconds is not None and not hasattr(signal, "setitimer"):
@@ -78,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     findings, stopped = Findings(), False
     status: int | None = 0
 
+    behaviour = Behaviour(findings, options.batch, options.time, options.causal)
+
     def on_stretch(stretch: Stretch) -> None:
+        if behaviour.evaluating:
+            return
         findings.add_stretch(stretch)
         if options.stop_on_first:
             raise BroadcastError(stretch.message())
@@ -98,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
                 hook = jaxtyping.install_import_hook(options.typecheck, annotations.TYPECHECKER)
                 undo.callback(hook.uninstall)
             undo.callback(register_module_buffer_registration_hook(_mark_buffer).remove)
+            for hook in behaviour.hooks() if options.behaviour else []:
+                undo.enter_context(hook)
             if options.max_seconds is not None:
                 undo.callback(signal.signal, signal.SIGALRM, signal.signal(signal.SIGALRM, _stop))
                 undo.callback(signal.setitimer, signal.ITIMER_REAL, 0)
@@ -116,15 +139,21 @@ def main(argv: list[str] | None = None) -> int:
 
     if options.report is not None:
         findings.write(options.report)
+    if options.verdicts is not None:
+        behaviour.verdicts.write(options.verdicts)
     sys.stdout.flush()
     lines = ["audit: --max-seconds reached; the program was stopped"] if stopped else []
     count = len(findings)
     lines.append(f"audit: {count} finding{'s' * (count != 1)}" if count else "audit: no finding")
     lines += [finding.summary() for finding in findings.values()]
+    lines += behaviour.summary() if options.behaviour else []
     if options.report is not None:
         lines.append(f"audit: report written to {options.report}")
+    unknown = behaviour.unknown_classes() if options.causal else []
+    if unknown:
+        lines.append(f"error: --causal: no class named {', '.join(unknown)} in the program")
     print("\n".join(lines), file=sys.stderr, flush=True)
-    return 1 if count else status
+    return 1 if count else 2 if unknown else status
 
 
 @contextlib.contextmanager

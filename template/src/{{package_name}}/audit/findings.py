@@ -27,7 +27,15 @@ class Finding:
     ``function``'s ``argument`` was ``actual``, the first value seen, not ``expected``, or
     ``op`` made ``nonfinite`` values of its ``result`` non-finite (its inputs: ``saved``)."""
 
-    kind: Literal["broadcast", "annotation", "nonfinite"]
+    kind: Literal[
+        "broadcast",
+        "annotation",
+        "nonfinite",
+        "batch-mixing",
+        "not-causal",
+        "mask-ignored",
+        "causality",
+    ]
     op: str
     shapes: list[list[int]]
     result: list[int]
@@ -47,6 +55,7 @@ class Finding:
     actual: str | None = None
     module: str | None = None
     module_class: str | None = None
+    causal: bool | None = None
 
     def summary(self) -> str:
         """Two or three lines for the terminal; the JSON report is the full record."""
@@ -60,8 +69,11 @@ class Finding:
             what = f"{self.op}{where * (self.module is not None)} made {self.nonfinite} of "
             what += f"{math.prod(self.result)} values non-finite"
             times = f"the program stopped; its inputs are in {self.saved}"
-        else:
+        elif self.module_class is None:
             what = f"{self.function}: {self.argument} is {self.actual}, not {self.expected}"
+        else:  # --behaviour: the module, and the argument changed or not honoured
+            what = f"{self.kind} in {self.module or 'the top module'} ({self.module_class})"
+            what += f", argument {self.argument}" if self.argument else ""
         lines = [f"  {what}, {times}", f"    at {self.file}:{self.line}: {self.source}"]
         if self.library is not None:
             lines.append(f"    inside {self.library}")
