@@ -8,8 +8,8 @@
                   apart, reporting seeds 1000-1009; ratios), its PPO
                   update step with a raw PyTorch one (``-- update``), env steps per second
                   by num_envs and vectorization (``-- scaling``), the cost of shape checks
-                  against JAXTYPING_DISABLE=1, the guards' costs, an audited run against
-                  the guard alone (``-- audit``), a sweep's 2 workers against 1
+                  against JAXTYPING_DISABLE=1, the guards' costs, the audit, --behaviour and
+                  --nonfinite against a plain run (``-- audit``), a sweep's 2 workers against 1
                   (``-- sweep``), the regression example's step against a raw PyTorch loop,
                   also at 10^4-10^6 rows (``-- loop``), the sequence example's likewise
                   (``-- sequence``), each example idle and beside a busy process

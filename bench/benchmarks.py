@@ -18,7 +18,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "scaling": ("ppo_scaling.py", "PPO's env steps per second by num_envs and vectorization"),
     "checks": ("check_overhead.py", "Shape checks on against JAXTYPING_DISABLE=1"),
     "guards": ("guard_costs.py", "The guards' cost per training step"),
-    "audit": ("audit_cost.py", "An audited run against the guard alone"),
+    "audit": ("audit_cost.py", "The audit, --behaviour and --nonfinite against a plain run"),
     "sweep": ("sweep_bench.py", "A sweep's 2 workers against 1"),
     "loop": ("regression_loop.py", "The regression step against a raw PyTorch loop"),
     "sequence": ("sequence_loop.py", "The sequence step against a raw PyTorch loop"),
