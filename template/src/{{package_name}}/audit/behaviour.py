@@ -17,9 +17,9 @@ from typing import Any, NamedTuple, get_args, get_type_hints
 
 import torch
 from torch import Tensor, nn
-from torch.nn.modules import module as torch_module
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
-from .findings import Finding, Findings, _is_machinery, _library
+from .findings import Finding, Findings, Modules, _is_machinery, _library, tensors
 
 TOLERANCE = 1e-4  # of each output's largest finite magnitude (8 eps in half precision)
 Inputs = list[tuple[str, Tensor]]  # a call's tensor arguments by name, each object once
@@ -46,13 +46,6 @@ class Axis(NamedTuple):
                 return cls(size, {}, f"two axes of size {size} in {name}")
             of.update({id(tensor): hits[0]} if len(hits) == 1 else {})
         return cls(size, of, "" if of or not size else f"no input has an axis of size {size}")
-
-
-def _tensors(value: Any) -> list[Tensor]:
-    if isinstance(value, tuple | list | dict):
-        items = value.values() if isinstance(value, dict) else value
-        return [tensor for item in items for tensor in _tensors(item)]
-    return [value] if isinstance(value, Tensor) and value.layout == torch.strided else []
 
 
 @cache
@@ -151,26 +144,22 @@ class Behaviour:
 
     def __init__(self, findings: Findings, batch: int | None, time: int | None, causal: list):
         self.findings, self.sizes, self.causal = findings, (batch, time), set(causal)
-        self.evaluating, self.pending = False, {}  # per module to check, its copy or None
-        self.names, self.seen, self.placed = (weakref.WeakKeyDictionary() for _ in range(3))
+        self.evaluating, self.pending, self.modules = False, {}, Modules()  # pending: copies
+        self.seen, self.placed = weakref.WeakKeyDictionary(), weakref.WeakKeyDictionary()
         self.verdicts, self.flagged, self.why = Findings(), set(), {}
 
     def hooks(self) -> list:
-        after = torch_module.register_module_forward_hook
-        hook = after(self._after, with_kwargs=True, always_call=True)
-        return [torch_module.register_module_forward_pre_hook(self._before), hook]
+        before = register_module_forward_pre_hook(self._before)
+        after = register_module_forward_hook(self._after, with_kwargs=True, always_call=True)
+        return [*self.modules.hooks(), before, after]
 
     def _before(self, module: nn.Module, args: tuple) -> None:
         """A copy at the first call with each signature (the dtypes, and which axes have the
         batch or the time size); None where no input holds them."""
         if self.evaluating or threading.current_thread() is not threading.main_thread():
             return  # as the guard, the main thread only
-        if module not in self.names:
-            self.names.update((sub, name) for name, sub in module.named_modules())
         if self._subject(module):
-            key = tuple(
-                (t.dtype, *(s * (s in self.sizes) for s in t.shape)) for t in _tensors(args)
-            )
+            key = tuple((t.dtype, *(s * (s in self.sizes) for s in t.shape)) for t in tensors(args))
             if key not in (seen := self.seen.setdefault(module, set())):
                 seen.add(key)
                 held = _named(type(module)) or any(any(sizes[1:]) for sizes in key)
@@ -182,7 +171,7 @@ class Behaviour:
         if _users(getattr(sys.modules.get(cls.__module__), "__file__", None) or "<none>"):
             return True
         frame = sys._getframe(2)
-        while frame.f_back is not None and frame.f_code.co_filename == torch_module.__file__:
+        while frame.f_back is not None and frame.f_code.co_filename == nn.modules.module.__file__:
             frame = frame.f_back
         return cls.__module__.startswith("torch.nn.") and _users(frame.f_code.co_filename)
 
@@ -212,7 +201,7 @@ class Behaviour:
         for name, value in bound.arguments.items():
             if isinstance(value, Tensor) and all(value is not tensor for _, tensor in inputs):
                 inputs.append((name, value))  # `q=x, k=x, v=x` is one input
-        where, named = (self.names.get(module, ""), type(module).__qualname__), _named(type(module))
+        where, named = (self.modules.names[module], type(module).__qualname__), _named(type(module))
         batch = Axis.find("batch", self.sizes[0], inputs, named)
         time = Axis.find("time", self.sizes[1], inputs, named)
         placed = {n: batch.of[id(t)] for n, t in inputs if id(t) in batch.of}
@@ -229,7 +218,7 @@ class Behaviour:
             call.arguments = {n: new.get(id(v), v) for n, v in bound.arguments.items()}
             cuda = range(torch.cuda.device_count()) if torch.cuda.is_initialized() else []
             with torch.random.fork_rng(list(cuda)), contextlib.suppress(Exception):
-                results = _tensors(_copy(copied)(*call.args, **call.kwargs))
+                results = tensors(_copy(copied)(*call.args, **call.kwargs))
                 return [result for result in results if result.ndim and result.numel()]
             return []
 
@@ -301,7 +290,7 @@ class Behaviour:
         """A verdict (``causal`` given), or a finding unless a module inside has one of the
         same kind: the innermost is the one to fix."""
         file, line, source = _forward(type(module))
-        name, cls = self.names.get(module, ""), type(module).__qualname__
+        name, cls = self.modules.names[module], type(module).__qualname__
         shapes, result = [list(t.shape) for _, t in inputs], list(output.shape)
         found = Finding(kind, cls, shapes, result, file, line, source, library=_library(file))
         found.module, found.module_class, found.argument, found.causal = name, cls, argument, causal

@@ -72,29 +72,23 @@ def main(argv: list[str] | None = None) -> int:
     target = program[0]
     if not options.module and not os.path.exists(target):
         parser.error(f"no such script: {target}")
-    if options.report is not None:  # where the audit started, wherever the program goes
-        options.report = options.report.absolute()
-        if not options.report.parent.is_dir():
-            parser.error(f"--report: no folder {options.report.parent}")
+    for flag in ("report", "verdicts"):  # where the audit started, wherever the program goes
+        if (path := vars(options)[flag]) is not None:
+            vars(options)[flag] = path = path.absolute()
+            if not path.parent.is_dir():
+                parser.error(f"--{flag}: no folder {path.parent}")
     given = [f"--{o}" for o in ("batch", "time", "causal", "verdicts") if vars(options)[o]]
     if given and not options.behaviour:
         parser.error(f"{', '.join(given)} without --behaviour")
-    if any(size is not None and size < 1 for size in (options.batch, options.time)):
-        parser.error("--batch and --time must be positive")
+    for flag in ("batch", "time", "max_seconds"):
+        if (value := vars(options)[flag]) is not None and value <= 0:
+            parser.error(f"--{flag.replace('_', '-')} must be positive")
     if options.batch is not None and options.batch == options.time:
         parser.error("--batch and --time must differ, so that each names one axis")
-    if options.verdicts is not None:
-        options.verdicts = options.verdicts.absolute()
-        if not options.verdicts.parent.is_dir():
-            parser.error(f"--verdicts: no folder {options.verdicts.parent}")
-    if options.max_seconds is not None and options.max_seconds <= 0:
-        parser.error("--max-seconds must be positive")
     if options.max_seconds is not None and not hasattr(signal, "setitimer"):
         parser.error("--max-seconds needs POSIX signals (signal.setitimer)")
 
-    findings, stopped = Findings(), False
-    status: int | None = 0
-
+    findings, stopped, status = Findings(), False, 0
     behaviour = Behaviour(findings, options.batch, options.time, options.causal)
 
     def on_stretch(stretch: Stretch) -> None:
@@ -119,15 +113,16 @@ def main(argv: list[str] | None = None) -> int:
                 hook = jaxtyping.install_import_hook(options.typecheck, annotations.TYPECHECKER)
                 undo.callback(hook.uninstall)
             undo.callback(register_module_buffer_registration_hook(_mark_buffer).remove)
-            for hook in behaviour.hooks() if options.behaviour else []:
-                undo.enter_context(hook)
+            hooks = behaviour.hooks() if options.behaviour else []
             if options.max_seconds is not None:
                 undo.callback(signal.signal, signal.SIGALRM, signal.signal(signal.SIGALRM, _stop))
                 undo.callback(signal.setitimer, signal.ITIMER_REAL, 0)
                 signal.setitimer(signal.ITIMER_REAL, options.max_seconds)
             if options.nonfinite:  # beneath the guard: its checks are not guarded
-                report = options.report or Path("audit.json").absolute()  # its inputs beside
-                undo.enter_context(NonFiniteCheck(findings, report.with_suffix(".nonfinite.pt")))
+                check = NonFiniteCheck(findings, options.report or Path("audit.json").absolute())
+                hooks += [*check.modules.hooks(), check]
+            for hook in hooks:
+                undo.enter_context(hook)
             try:
                 status = run_program(program, options.module, BroadcastGuard(on_stretch=on_stretch))
             except _OutOfTime:
@@ -149,8 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += behaviour.summary() if options.behaviour else []
     if options.report is not None:
         lines.append(f"audit: report written to {options.report}")
-    unknown = behaviour.unknown_classes() if options.causal else []
-    if unknown:
+    if unknown := options.causal and behaviour.unknown_classes():
         lines.append(f"error: --causal: no class named {', '.join(unknown)} in the program")
     print("\n".join(lines), file=sys.stderr, flush=True)
     return 1 if count else 2 if unknown else status

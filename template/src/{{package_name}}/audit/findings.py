@@ -1,8 +1,6 @@
 """What the audit reports: one :class:`Finding` per distinct problem, with how often it
-happened, and the JSON report CI reads (docs/audit.md says what a finding holds). Its place
-is the innermost frame outside torch, the checkers and this audit; when that is inside an
-installed library, the first frame in the user's own files is the call to change.
-"""
+happened, and the JSON report CI reads (docs/audit.md). Its place is the innermost frame outside
+torch, the checkers and this audit, and if that is in a library, the user's call into it."""
 
 import importlib.util
 import inspect
@@ -11,31 +9,28 @@ import linecache
 import math
 import os
 import sysconfig
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
+import torch
+from torch import nn
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
 from ..core import broadcast
 from ..core.broadcast import Stretch
+
+BehaviourKind = Literal["batch-mixing", "not-causal", "mask-ignored", "causality"]
 
 
 @dataclass
 class Finding:
-    """One distinct problem: ``op`` stretched ``shapes`` to ``result``, or (an annotation)
-    ``function``'s ``argument`` was ``actual``, the first value seen, not ``expected``, or
-    ``op`` made ``nonfinite`` values of its ``result`` non-finite (its inputs: ``saved``)."""
+    """One distinct problem; docs/audit.md has a table of its fields by kind."""
 
-    kind: Literal[
-        "broadcast",
-        "annotation",
-        "nonfinite",
-        "batch-mixing",
-        "not-causal",
-        "mask-ignored",
-        "causality",
-    ]
+    kind: Literal["broadcast", "annotation", "nonfinite"] | BehaviourKind
     op: str
     shapes: list[list[int]]
     result: list[int]
@@ -106,13 +101,38 @@ class Findings(dict[tuple[Any, ...], Finding]):
 
     def write(self, path: Path) -> None:
         """A JSON list, one finding per line, without the fields that do not apply (None)."""
-        rows = [
-            json.dumps({key: value for key, value in asdict(found).items() if value is not None})
-            for found in self.values()
-        ]
-        path.write_text(
-            "[\n" + ",\n".join(f"  {row}" for row in rows) + "\n]\n" if rows else "[]\n"
-        )
+        rows = [{k: v for k, v in asdict(each).items() if v is not None} for each in self.values()]
+        lines = [f"  {json.dumps(row)}" for row in rows]
+        path.write_text("[\n" + ",\n".join(lines) + "\n]\n" if rows else "[]\n")
+
+
+def tensors(value: Any) -> list[torch.Tensor]:
+    """The strided tensors in ``value``, in its items, or in theirs."""
+    if isinstance(value, tuple | list | dict):
+        items = value.values() if isinstance(value, dict) else value
+        return [tensor for item in items for tensor in tensors(item)]
+    return [value] if isinstance(value, torch.Tensor) and value.layout == torch.strided else []
+
+
+class Modules:
+    """While its hooks are on, the modules being called (innermost last), and each module's
+    qualified name in the first one called that holds it: ``transformer.h.3.attn``."""
+
+    def __init__(self) -> None:
+        self.calling: list[nn.Module] = []
+        self.names: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
+
+    def hooks(self) -> list:
+        leave = register_module_forward_hook(self._leave, always_call=True)
+        return [register_module_forward_pre_hook(self._enter), leave]
+
+    def _enter(self, module: nn.Module, args: Any) -> None:
+        if module not in self.names:
+            self.names.update((sub, name) for name, sub in module.named_modules())
+        self.calling.append(module)
+
+    def _leave(self, *_: Any) -> None:
+        del self.calling[-1]
 
 
 def _folder(name: str) -> str:
