@@ -35,8 +35,7 @@ class Axis(NamedTuple):
 
     @classmethod
     def find(cls, what: str, size: int | None, inputs: Inputs, named: dict) -> "Axis":
-        """Where a hint names it, else the one axis of ``size`` (an annotated input's size, if
-        any); a mask with two has none."""
+        """Where a hint names it, else the one axis of ``size`` (a hint's size first)."""
         stated = {id(t): named[n][what] % t.ndim for n, t in inputs if what in named.get(n, {})}
         size = next((t.shape[stated[id(t)]] for _, t in inputs if id(t) in stated), size or 0)
         of: dict[int, int] = {}
@@ -50,8 +49,7 @@ class Axis(NamedTuple):
 
 @cache
 def _named(cls: type) -> dict[str, dict[str, int]]:
-    """Per argument of ``cls.forward``, the axes its jaxtyping hint names ``batch`` or
-    ``time`` (or ``#batch``), counted from the end after a variadic one."""
+    """Per argument of ``cls.forward``, the axes its hint names ``batch`` or ``time``."""
     named: dict[str, dict[str, int]] = {}
     with contextlib.suppress(Exception):  # a hint that does not resolve: the sizes tell
         for parameter, hint in get_type_hints(cls.forward).items():
@@ -106,8 +104,7 @@ def _others(kept: Tensor, moved: Tensor, batch: list[int], time: list[int]) -> T
 
 
 def _triangle(buffer: Tensor) -> bool:
-    """A causal mask: a lower-triangular matrix of ones (any leading axes of size 1), or the
-    additive ``triu(-inf, 1)``."""
+    """A causal mask: ``tril(ones)``, with any leading axes of size 1, or ``triu(-inf, 1)``."""
     n = buffer.shape[-1] if buffer.ndim >= 2 else 0
     if n < 2 or buffer.shape[-2] != n or buffer.numel() != n * n:
         return False
@@ -128,19 +125,8 @@ def _users(file: str) -> bool:
     return _library(file) is None and not _is_machinery(file)
 
 
-@cache
-def _forward(cls: type) -> tuple[str, int, str]:
-    """The file, line and text of the ``def`` of ``cls.forward``."""
-    code = getattr(inspect.unwrap(cls.forward), "__code__", None)
-    file, line = (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
-    while (text := linecache.getline(file, line).strip()).startswith("@"):
-        line += 1
-    return file, line, text
-
-
 class Behaviour:
-    """Checks the modules called while its ``hooks`` are on, given the run's batch size and
-    sequence length and the classes that must be causal."""
+    """Checks the modules called while its ``hooks`` are on (docs/audit.md: which, and how)."""
 
     def __init__(self, findings: Findings, batch: int | None, time: int | None, causal: list):
         self.findings, self.sizes, self.causal = findings, (batch, time), set(causal)
@@ -154,8 +140,8 @@ class Behaviour:
         return [*self.modules.hooks(), before, after]
 
     def _before(self, module: nn.Module, args: tuple) -> None:
-        """A copy at the first call with each signature (the dtypes, and which axes have the
-        batch or the time size); None where no input holds them."""
+        """A copy at the first call with each signature (dtypes, where the sizes are); None
+        where no input holds them."""
         if self.evaluating or threading.current_thread() is not threading.main_thread():
             return  # as the guard, the main thread only
         if self._subject(module):
@@ -176,9 +162,8 @@ class Behaviour:
         return cls.__module__.startswith("torch.nn.") and _users(frame.f_code.co_filename)
 
     def _after(self, module: nn.Module, args: tuple, *rest: Any) -> None:
-        """Checks a call ``_before`` chose (``rest``: keyword arguments and output, or only the
-        output if it raised), printing nothing on the program's streams and making no guard
-        or annotation finding; no warnings filter, which would repeat once-shown warnings."""
+        """Checks a call ``_before`` chose, silently: no output, guard or annotation finding (no
+        warnings filter: it would repeat once-shown warnings). ``rest``: kwargs and output."""
         copied = self.pending.pop(module, False)
         if copied is False or len(rest) < 2:
             return
@@ -212,8 +197,7 @@ class Behaviour:
                 self.why[(*where, what)] = axis.why
 
         def outputs(new: dict[int, Tensor]) -> list[Tensor]:
-            """A fresh copy's, with ``new`` in place of inputs, from the program's random state
-            (restored after); [] if the module refuses them."""
+            """A fresh copy's, on ``new`` inputs, in the program's random state; [] if refused."""
             call = copy.copy(bound)
             call.arguments = {n: new.get(id(v), v) for n, v in bound.arguments.items()}
             cuda = range(torch.cuda.device_count()) if torch.cuda.is_initialized() else []
@@ -274,8 +258,7 @@ class Behaviour:
                 self._record(kind, module, inputs, first[0], argument)
 
     def _declares(self, module: nn.Module) -> bool:
-        """By ``--causal``, an attribute, a mask buffer, or ``scaled_dot_product_attention(...,
-        is_causal=True)`` in its forward."""
+        """By ``--causal``, an attribute, a mask buffer, or SDPA's ``is_causal=True`` in forward."""
         cls, source = type(module), ""
         with contextlib.suppress(OSError, TypeError):  # no source: no such call seen
             source = "".join(inspect.getsource(cls.forward).split())
@@ -289,7 +272,10 @@ class Behaviour:
     def _record(self, kind, module, inputs: Inputs, output: Tensor, argument, causal=None) -> None:
         """A verdict (``causal`` given), or a finding unless a module inside has one of the
         same kind: the innermost is the one to fix."""
-        file, line, source = _forward(type(module))
+        code = getattr(inspect.unwrap(type(module).forward), "__code__", None)
+        file, line = (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
+        while (source := linecache.getline(file, line).strip()).startswith("@"):
+            line += 1  # the def, not its decorators
         name, cls = self.modules.names[module], type(module).__qualname__
         shapes, result = [list(t.shape) for _, t in inputs], list(output.shape)
         found = Finding(kind, cls, shapes, result, file, line, source, library=_library(file))

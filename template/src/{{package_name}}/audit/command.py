@@ -1,8 +1,6 @@
-"""``python -m <package>.audit [options] SCRIPT [ARGS...]`` or ``... -m MODULE [ARGS...]``:
-run a program as Python would (its own ``sys.argv``, ``__name__``, working directory and
-import path) under the broadcast guard, and report every finding once it has ended. Exit
-status and what is not audited: docs/audit.md.
-"""
+"""``python -m <package>.audit [options] (SCRIPT | -m MODULE) [ARGS...]``: run a program as
+Python would (its ``sys.argv``, ``__name__``, working directory and import path) under the
+broadcast guard, and report every finding once it has ended (docs/audit.md)."""
 
 import argparse
 import contextlib
@@ -27,36 +25,28 @@ from .nonfinite import NonFiniteCheck, NonFiniteFound
 
 
 class _Parser(argparse.ArgumentParser):
-    """A usage error is the one line ``error: ...`` and exit status 2: the program's own
-    arguments follow, so the audit's full usage text would only confuse."""
+    """A usage error is one line ``error: ...``, exit status 2: the full usage would confuse."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message}\n")
 
 
 class _OutOfTime(BaseException):
-    """Raised in the program by ``--max-seconds``; a BaseException, so that the program's
-    own ``except Exception`` does not swallow it (Lightning tears down and re-raises)."""
+    """``--max-seconds``: the program's ``except Exception`` cannot swallow it."""
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the audit; returns the exit status (``sys.exit(2)`` on a usage error)."""
-    prog = f"python -m {__package__}"
-    parser = _Parser(
-        prog=prog,
-        usage=f"{prog} [options] (SCRIPT | -m MODULE) [ARGS ...]",
-        description="Run a Python program under the broadcast guard and report every "
-        "elementwise operation that stretched all of its operands.",
-        allow_abbrev=False,
-    )
+    prog, about = f"python -m {__package__}", "Run a Python program and report what it got wrong."
+    usage = f"{prog} [options] (SCRIPT | -m MODULE) [ARGS ...]"
+    parser = _Parser(prog=prog, usage=usage, description=about, allow_abbrev=False)
     add = parser.add_argument
     add("--report", type=Path, metavar="FILE.json", help="write the findings as a JSON list")
     add("--max-seconds", type=float, metavar="S", help="stop the program after S seconds")
     add("--stop-on-first", action="store_true", help="raise at the first finding")
     typecheck = "also check the annotations of PACKAGE (repeatable); each violation is a finding"
     add("--typecheck", action="append", default=[], metavar="PACKAGE", help=typecheck)
-    nonfinite = "stop at the first NaN, or infinity that reaches a loss or gradient, and report it"
-    add("--nonfinite", action="store_true", help=nonfinite)
+    add("--nonfinite", action="store_true", help="stop at the first NaN or infinity, report it")
     add("-m", dest="module", action="store_true", help="run MODULE as python -m does")
     add("--behaviour", action="store_true", help="also check rows, causality and masks")
     add("--batch", type=int, metavar="B", help="the run's batch size (--behaviour)")
@@ -125,10 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                 undo.enter_context(hook)
             try:
                 status = run_program(program, options.module, BroadcastGuard(on_stretch=on_stretch))
-            except _OutOfTime:
-                stopped = True
-            except NonFiniteFound:
-                pass  # a finding, recorded where the program stopped
+            except (_OutOfTime, NonFiniteFound) as stop:  # a finding, for NonFiniteFound
+                stopped = isinstance(stop, _OutOfTime)
         if status is None:
             parser.error(f"no module named {target!r}")
 
@@ -152,8 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextlib.contextmanager
 def as_python_would(program: list[str], module: bool) -> Iterator[None]:
-    """``sys.argv`` and ``sys.path[0]`` as ``python SCRIPT`` or ``python -m MODULE`` sets
-    them, for :func:`run_program`; restored afterwards."""
+    """``sys.argv`` and ``sys.path[0]`` as ``python SCRIPT`` or ``python -m MODULE`` sets them."""
     script = os.path.abspath(program[0])
     saved_argv, saved_path = sys.argv, sys.path[:]
     sys.argv = [program[0] if module else script, *program[1:]]
@@ -170,9 +157,8 @@ def as_python_would(program: list[str], module: bool) -> Iterator[None]:
 def run_program(
     program: list[str], module: bool, around: contextlib.AbstractContextManager
 ) -> int | None:
-    """Runs ``program`` inside ``around`` (the guard, or the annotate recorder) and returns
-    its exit status as Python would give it, after its traceback if it failed; None when
-    ``-m`` names no module. Its end is handled with ``around`` left."""
+    """Runs ``program`` inside ``around`` (the guard, or the annotate recorder): its exit
+    status as Python gives it, after its traceback if it failed; None if no such module."""
     try:
         with around:
             if not module:
@@ -200,15 +186,13 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 
 def _mark_buffer(module: torch.nn.Module, name: str, buffer: torch.Tensor | None) -> None:
-    """Marked as they are registered, a module's buffers include ALiBi's slopes made by
-    ``torch.Tensor([...])``, which the guard does not see being made."""
+    """Marked as registered: ALiBi's slopes from ``torch.Tensor([...])`` are not seen made."""
     if buffer is not None:
         mark_buffer(buffer)
 
 
 def _module_exists(name: str) -> bool:
-    """Whether ``name`` exists. A package that imports a missing dependency is the program's
-    failure, not a usage error: its ``ModuleNotFoundError`` is shown with its traceback."""
+    """A package that imports a missing dependency is the program's failure: it raises."""
     try:
         return importlib.util.find_spec(name) is not None
     except ModuleNotFoundError as error:  # the target's own package
