@@ -17,7 +17,6 @@ from typing import Any, NamedTuple, get_args, get_type_hints
 
 import torch
 from torch import Tensor, nn
-from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
 from .findings import Finding, Findings, Modules, _is_machinery, _library, tensors
 
@@ -125,23 +124,20 @@ def _users(file: str) -> bool:
     return _library(file) is None and not _is_machinery(file)
 
 
-class Behaviour:
+class Behaviour(Modules):
     """Checks the modules called while its ``hooks`` are on (docs/audit.md: which, and how)."""
 
     def __init__(self, findings: Findings, batch: int | None, time: int | None, causal: list):
+        super().__init__()
         self.findings, self.sizes, self.causal = findings, (batch, time), set(causal)
-        self.evaluating, self.pending, self.modules = False, {}, Modules()  # pending: copies
+        self.evaluating, self.pending = False, {}  # per module to check, its copy or None
         self.seen, self.placed = weakref.WeakKeyDictionary(), weakref.WeakKeyDictionary()
         self.verdicts, self.flagged, self.why = Findings(), set(), {}
 
-    def hooks(self) -> list:
-        before = register_module_forward_pre_hook(self._before)
-        after = register_module_forward_hook(self._after, with_kwargs=True, always_call=True)
-        return [*self.modules.hooks(), before, after]
-
-    def _before(self, module: nn.Module, args: tuple) -> None:
+    def _enter(self, module: nn.Module, args: tuple) -> None:
         """A copy at the first call with each signature (dtypes, where the sizes are); None
         where no input holds them."""
+        super()._enter(module, args)
         if self.evaluating or threading.current_thread() is not threading.main_thread():
             return  # as the guard, the main thread only
         if self._subject(module):
@@ -161,9 +157,10 @@ class Behaviour:
             frame = frame.f_back
         return cls.__module__.startswith("torch.nn.") and _users(frame.f_code.co_filename)
 
-    def _after(self, module: nn.Module, args: tuple, *rest: Any) -> None:
-        """Checks a call ``_before`` chose, silently: no output, guard or annotation finding (no
+    def _leave(self, module: nn.Module, args: tuple, *rest: Any) -> None:
+        """Checks a call ``_enter`` chose, silently: no output, guard or annotation finding (no
         warnings filter: it would repeat once-shown warnings). ``rest``: kwargs and output."""
+        super()._leave()
         copied = self.pending.pop(module, False)
         if copied is False or len(rest) < 2:
             return
@@ -186,7 +183,7 @@ class Behaviour:
         for name, value in bound.arguments.items():
             if isinstance(value, Tensor) and all(value is not tensor for _, tensor in inputs):
                 inputs.append((name, value))  # `q=x, k=x, v=x` is one input
-        where, named = (self.modules.names[module], type(module).__qualname__), _named(type(module))
+        where, named = (self.names[module], type(module).__qualname__), _named(type(module))
         batch = Axis.find("batch", self.sizes[0], inputs, named)
         time = Axis.find("time", self.sizes[1], inputs, named)
         placed = {n: batch.of[id(t)] for n, t in inputs if id(t) in batch.of}
@@ -276,7 +273,7 @@ class Behaviour:
         file, line = (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
         while (source := linecache.getline(file, line).strip()).startswith("@"):
             line += 1  # the def, not its decorators
-        name, cls = self.modules.names[module], type(module).__qualname__
+        name, cls = self.names[module], type(module).__qualname__
         shapes, result = [list(t.shape) for _, t in inputs], list(output.shape)
         found = Finding(kind, cls, shapes, result, file, line, source, library=_library(file))
         found.module, found.module_class, found.argument, found.causal = name, cls, argument, causal

@@ -115,7 +115,7 @@ def tensors(value: Any) -> list[torch.Tensor]:
 
 
 class Modules:
-    """While its hooks are on, the modules being called (innermost last), and each module's
+    """While its ``hooks`` are on, the modules being called (innermost last), and each module's
     qualified name in the first one called that holds it: ``transformer.h.3.attn``."""
 
     def __init__(self) -> None:
@@ -123,7 +123,7 @@ class Modules:
         self.names: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
 
     def hooks(self) -> list:
-        leave = register_module_forward_hook(self._leave, always_call=True)
+        leave = register_module_forward_hook(self._leave, with_kwargs=True, always_call=True)
         return [register_module_forward_pre_hook(self._enter), leave]
 
     def _enter(self, module: nn.Module, args: Any) -> None:
