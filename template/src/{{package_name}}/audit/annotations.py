@@ -28,7 +28,8 @@ def reporting_beartype(stand_in: Callable[..., Any]) -> Callable[..., Any]:
         checked = beartype(stand_in)
     except roar.BeartypeException:
         return stand_in  # a hint beartype cannot read: unchecked, rather than a failed import
-    output = _return_value_parameter(stand_in)
+    read = dis.get_instructions(stand_in)  # the one local the return value's stand-in reads
+    output = next((op.argval for op in read if op.opname.startswith("LOAD_FAST")), None)
 
     @functools.wraps(stand_in)
     def check(*args: Any, **kwargs: Any) -> Any:
@@ -53,13 +54,6 @@ def reporting_beartype(stand_in: Callable[..., Any]) -> Callable[..., Any]:
     return check
 
 
-def _return_value_parameter(stand_in: Callable[..., Any]) -> str | None:
-    """The keyword that passes the return value: the one local the second stand-in's body
-    reads (a name test would mistake a parameter ``ret...``); None for the first."""
-    read = dis.get_instructions(stand_in)
-    return next((op.argval for op in read if op.opname.startswith("LOAD_FAST")), None)
-
-
 def _culprit(stand_in: Callable, args: tuple, kwargs: dict) -> tuple[str, object, object]:
     """The first parameter whose value its hint refuses, checked in order within the same
     shape memo, so axis sizes bound by the earlier parameters still count."""
@@ -78,7 +72,9 @@ def _culprit(stand_in: Callable, args: tuple, kwargs: dict) -> tuple[str, object
 def _record(findings: Findings, stand_in: Callable, argument: str, hint, value) -> None:
     """Keyed by the value's type and shape: a new wrong value each step stays one finding."""
     function = f"{stand_in.__module__}.{stand_in.__qualname__}"
-    expected, (actual, value_type, shapes) = _hint_text(hint), _describe(value)
+    expected = re.sub(r"^<class '(.*)'>$", r"\1", repr(hint))  # as its author wrote it
+    expected = re.sub(r"\b(jaxtyping|typing|builtins|torch)\.", "", expected)
+    actual, value_type, shapes = _describe(value)
     file, line, source = place(inspect.currentframe()) or ("<unknown>", 0, "")
     key = ("annotation", file, line, function, argument, expected, value_type, *map(tuple, shapes))
 
@@ -89,12 +85,6 @@ def _record(findings: Findings, stand_in: Callable, argument: str, hint, value) 
         return finding
 
     findings.add(key, make)
-
-
-def _hint_text(hint: object) -> str:
-    """``Float[Tensor, 'batch']``, ``int``, ``list[int]``: a hint as its author wrote it."""
-    text = re.sub(r"^<class '(.*)'>$", r"\1", repr(hint))
-    return re.sub(r"\b(jaxtyping|typing|builtins|torch)\.", "", text)
 
 
 def _describe(value: object) -> tuple[str, str, list[list[int]]]:

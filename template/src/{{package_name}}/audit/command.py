@@ -11,8 +11,9 @@ import signal
 import sys
 import traceback
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import NoReturn
 
 import torch
@@ -82,11 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     behaviour = Behaviour(findings, options.batch, options.time, options.causal)
 
     def on_stretch(stretch: Stretch) -> None:
-        if behaviour.evaluating:
-            return
-        findings.add_stretch(stretch)
-        if options.stop_on_first:
-            raise BroadcastError(stretch.message())
+        if not behaviour.evaluating:  # a check's own stretch is no finding
+            findings.add_stretch(stretch)
+            if options.stop_on_first:
+                raise BroadcastError(stretch.message())
 
     with as_python_would(program, options.module):
         for package in options.typecheck:
@@ -144,19 +144,15 @@ def as_python_would(program: list[str], module: bool) -> Iterator[None]:
     script = os.path.abspath(program[0])
     saved_argv, saved_path = sys.argv, sys.path[:]
     sys.argv = [program[0] if module else script, *program[1:]]
-    if module:
-        sys.path[0] = os.getcwd()  # as python -m does
-    else:
-        sys.path[0] = script if os.path.isdir(script) else os.path.dirname(script)
+    folder = script if os.path.isdir(script) else os.path.dirname(script)
+    sys.path[0] = os.getcwd() if module else folder  # as python -m does
     try:
         yield
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
 
 
-def run_program(
-    program: list[str], module: bool, around: contextlib.AbstractContextManager
-) -> int | None:
+def run_program(program: list[str], module: bool, around: AbstractContextManager) -> int | None:
     """Runs ``program`` inside ``around`` (the guard, or the annotate recorder): its exit
     status as Python gives it, after its traceback if it failed; None if no such module."""
     try:
@@ -176,7 +172,11 @@ def run_program(
         raise
     except BaseException as error:  # the program failed: show it as Python would
         sys.stdout.flush()
-        traceback.print_exception(type(error), error, _program_frames(error.__traceback__))
+        machinery = (os.path.dirname(__file__), runpy.__file__, "<frozen runpy>")
+        tb = error.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename.startswith(machinery):
+            tb = tb.tb_next  # from the program's first frame on
+        traceback.print_exception(type(error), error, tb)
         return 1
     return 0
 
@@ -199,11 +199,3 @@ def _module_exists(name: str) -> bool:
         if name == error.name or name.startswith(f"{error.name}."):
             return False
         raise
-
-
-def _program_frames(tb: TracebackType | None) -> TracebackType | None:
-    """The traceback from the program's first frame on, without the audit's and runpy's."""
-    machinery = (os.path.dirname(__file__), runpy.__file__, "<frozen runpy>")
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(machinery):
-        tb = tb.tb_next
-    return tb

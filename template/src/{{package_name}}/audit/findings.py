@@ -12,6 +12,7 @@ import sysconfig
 import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
@@ -59,16 +60,18 @@ class Finding:
             shapes = [tuple(shape) for shape in self.shapes]
             listed = ", ".join(map(str, shapes[:-1])) + f" and {shapes[-1]}"
             what = f"{self.op} stretched every operand: {listed} -> {tuple(self.result)}"
-        elif self.kind == "nonfinite":
-            where = f" in {self.module or 'the top module'} ({self.module_class})"
-            what = f"{self.op}{where * (self.module is not None)} made {self.nonfinite} of "
-            what += f"{math.prod(self.result)} values non-finite"
-            times = f"the program stopped; its inputs are in {self.saved}"
+        where = f" in {self.module or 'the top module'} ({self.module_class})"
+        where *= self.module is not None
+        if self.kind == "nonfinite":
+            what = f"{self.op}{where} made {self.nonfinite} of {math.prod(self.result)} values"
+            what, times = (
+                f"{what} non-finite",
+                f"the program stopped; its inputs are in {self.saved}",
+            )
         elif self.module_class is None:
             what = f"{self.function}: {self.argument} is {self.actual}, not {self.expected}"
         else:  # --behaviour: the module, and the argument changed or not honoured
-            what = f"{self.kind} in {self.module or 'the top module'} ({self.module_class})"
-            what += f", argument {self.argument}" if self.argument else ""
+            what = f"{self.kind}{where}" + (f", argument {self.argument}" if self.argument else "")
         lines = [f"  {what}, {times}", f"    at {self.file}:{self.line}: {self.source}"]
         if self.library is not None:
             lines.append(f"    inside {self.library}")
@@ -81,23 +84,30 @@ class Findings(dict[tuple[Any, ...], Finding]):
     """The findings of one run by their key, in the order they were first seen."""
 
     def add(self, key: tuple[Any, ...], make: Callable[[], Finding]) -> None:
-        """Count one more of ``key``; ``make`` builds the finding the first time only, so a
-        bug inside a training loop costs a dictionary lookup per step after the first."""
+        """Count one more of ``key``; ``make`` builds the finding the first time only (cost)."""
         if key in self:
             self[key].count += 1
         else:
-            self[key] = make()
-            _attribute(self[key], inspect.currentframe())
+            self[key] = finding = make()
+            if _library(finding.file) is None:
+                return
+            frame = inspect.currentframe()  # in a library: its name, and the user's call into it
+            while frame is not None:
+                filename = frame.f_code.co_filename
+                if not _is_machinery(filename):
+                    library = _library(filename)
+                    if library is None:
+                        finding.user_file, finding.user_line, finding.user_source = _source(frame)
+                        return
+                    finding.library = finding.library or library
+                frame = frame.f_back
 
     def add_stretch(self, s: Stretch) -> None:
         """``BroadcastGuard(on_stretch=...)``."""
         file = s.file if s.file.startswith("<") else os.path.abspath(s.file)
-        shapes = [list(shape) for shape in s.shapes]
-
-        def make() -> Finding:
-            return Finding("broadcast", s.op, shapes, list(s.result), file, s.line, s.source)
-
-        self.add((s.file, s.line, s.op, s.shapes), make)
+        shapes, result = [list(shape) for shape in s.shapes], list(s.result)
+        finding = partial(Finding, "broadcast", s.op, shapes, result, file, s.line, s.source)
+        self.add((s.file, s.line, s.op, s.shapes), finding)
 
     def write(self, path: Path) -> None:
         """A JSON list, one finding per line, without the fields that do not apply (None)."""
@@ -176,19 +186,3 @@ def place(frame: FrameType | None) -> tuple[str, int, str] | None:
     while frame is not None and _is_machinery(frame.f_code.co_filename):
         frame = frame.f_back
     return None if frame is None else _source(frame)
-
-
-def _attribute(finding: Finding, frame: FrameType | None) -> None:
-    """For a finding placed in a library: the library's name, and the first frame outwards
-    in the user's own files."""
-    if _library(finding.file) is None:
-        return
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not _is_machinery(filename):
-            library = _library(filename)
-            if library is None:
-                finding.user_file, finding.user_line, finding.user_source = _source(frame)
-                return
-            finding.library = finding.library or library
-        frame = frame.f_back
