@@ -1,7 +1,6 @@
-"""The typechecker behind ``--typecheck PACKAGE``: beartype's check, except that while an
-audit runs a violated hint (any, not only shapes) becomes a finding and the call goes on.
-jaxtyping checks two stand-ins around the real call: one takes the parameters, the other also
-the return value as an extra keyword; a violated parameter is reported by the first only."""
+"""``--typecheck PACKAGE``: beartype's check, but while an audit runs a violated hint becomes a
+finding and the call goes on. jaxtyping checks two stand-ins around the call: one takes the
+parameters, the other also the return value; a violated parameter is reported by the first."""
 
 import dis
 import functools

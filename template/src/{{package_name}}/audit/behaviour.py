@@ -135,8 +135,7 @@ class Behaviour(Modules):
         self.verdicts, self.flagged, self.why = Findings(), set(), {}
 
     def _enter(self, module: nn.Module, args: tuple) -> None:
-        """A copy at the first call with each signature (dtypes, where the sizes are); None
-        where no input holds them."""
+        """A copy at the first call with each signature; None where no input holds the sizes."""
         super()._enter(module, args)
         if self.evaluating or threading.current_thread() is not threading.main_thread():
             return  # as the guard, the main thread only
@@ -267,8 +266,7 @@ class Behaviour(Modules):
         )
 
     def _record(self, kind, module, inputs: Inputs, output: Tensor, argument, causal=None) -> None:
-        """A verdict (``causal`` given), or a finding unless a module inside has one of the
-        same kind: the innermost is the one to fix."""
+        """A verdict (``causal`` given), or a finding unless an inner module has it (to fix)."""
         code = getattr(inspect.unwrap(type(module).forward), "__code__", None)
         file, line = (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
         while (source := linecache.getline(file, line).strip()).startswith("@"):

@@ -1,7 +1,6 @@
-"""``--nonfinite`` (docs/audit.md): stop at the first NaN that an op makes from NaN-free
-inputs, and at an infinity once it reaches a loss or a gradient, naming the op where it first
-appeared. A sum is finite only if every value is, so a result costs one reduction (on a GPU,
-one host sync); each autograd node's hook checks the gradients it makes."""
+"""``--nonfinite`` (docs/audit.md): stop at the first NaN an op makes from NaN-free inputs, or
+at an infinity once it reaches a loss or a gradient. A sum is finite only if every value is, so
+a result costs one reduction (on a GPU, one host sync); autograd nodes' hooks check gradients."""
 
 import functools
 import linecache
@@ -75,9 +74,8 @@ def _count(tensor: torch.Tensor, nan: bool = False) -> int:
 
 
 class NonFiniteCheck(TorchFunctionMode):
-    """Checks every op's floating results beneath the broadcast guard (which then does not
-    see the checks), with its ``modules``' hooks on. At a finding, the op's inputs are saved to
-    ``report``'s ``.nonfinite.pt`` and :class:`NonFiniteFound` stops the program."""
+    """Checks every op's floating results beneath the guard, with ``modules``' hooks on; at a
+    finding, saves its inputs beside ``report`` and stops the program."""
 
     def __init__(self, findings: Findings, report: Path) -> None:
         super().__init__()
@@ -140,10 +138,9 @@ class NonFiniteCheck(TorchFunctionMode):
             self.origins[key] = (weakref.ref(output, lambda _: self.origins.pop(key, None)), known)
 
     def _gradients(self, op: _Op, made: Sequence[Any], received: Sequence[Any]) -> None:
-        """A node's hook: the gradients it made for its inputs are finite. Float16 overflows
-        are GradScaler's routine."""
+        """A node's hook: the gradients it made are finite (float16 overflows: GradScaler's)."""
         grads = [g for g in _floats(made) if g.dtype != torch.float16]
-        if grads and not math.isfinite(_total(grads)):
+        if not math.isfinite(_total(grads)):
             for grad in filter(_count, grads):
                 backward = op._replace(name=f"{op.name} (backward)")
                 self._found((backward, _floats(received), grad.shape, _count(grad)))
