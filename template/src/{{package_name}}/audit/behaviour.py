@@ -70,8 +70,7 @@ def _is_mask(name: str, tensor: Tensor) -> bool:
 
 
 def _marks(mask: Tensor, batch: Axis, time: Axis) -> Tensor | None:
-    """The ``(batch, time)`` steps a padding mask marks (non-zero, or ``-inf`` in an additive
-    one); None if ``mask`` is not one, or marks every step or none."""
+    """The ``(batch, time)`` steps a padding mask marks (non-zero, or ``-inf``); None if none."""
     ends = (batch.of.get(id(mask)), time.of.get(id(mask)))
     if ends != (0, mask.ndim - 1) or mask.numel() != batch.size * time.size:
         return None
@@ -135,26 +134,21 @@ class Behaviour(Modules):
         self.verdicts, self.flagged, self.why = Findings(), set(), {}
 
     def _enter(self, module: nn.Module, args: tuple) -> None:
-        """A copy at the first call with each signature; None where no input holds the sizes."""
+        """A copy at the first call with each signature of a module from the user's files or a
+        torch module their code called; None where no input holds the sizes."""
         super()._enter(module, args)
         if self.evaluating or threading.current_thread() is not threading.main_thread():
             return  # as the guard, the main thread only
-        if self._subject(module):
+        cls, frame = type(module), sys._getframe(1)
+        while frame.f_back is not None and frame.f_code.co_filename == nn.modules.module.__file__:
+            frame = frame.f_back  # the call
+        called = cls.__module__.startswith("torch.nn.") and _users(frame.f_code.co_filename)
+        if called or _users(getattr(sys.modules.get(cls.__module__), "__file__", None) or "<none>"):
             key = tuple((t.dtype, *(s * (s in self.sizes) for s in t.shape)) for t in tensors(args))
             if key not in (seen := self.seen.setdefault(module, set())):
                 seen.add(key)
-                held = _named(type(module)) or any(any(sizes[1:]) for sizes in key)
+                held = _named(cls) or any(any(sizes[1:]) for sizes in key)
                 self.pending[module] = _copy(module) if held else None
-
-    def _subject(self, module: nn.Module) -> bool:
-        """Defined in the user's files, or a torch module that their code called."""
-        cls = type(module)
-        if _users(getattr(sys.modules.get(cls.__module__), "__file__", None) or "<none>"):
-            return True
-        frame = sys._getframe(2)
-        while frame.f_back is not None and frame.f_code.co_filename == nn.modules.module.__file__:
-            frame = frame.f_back
-        return cls.__module__.startswith("torch.nn.") and _users(frame.f_code.co_filename)
 
     def _leave(self, module: nn.Module, args: tuple, *rest: Any) -> None:
         """Checks a call ``_enter`` chose, silently: no output, guard or annotation finding (no

@@ -160,8 +160,7 @@ _STANDARD_LIBRARY = {os.path.realpath(sysconfig.get_path(key)) for key in ("stdl
 
 
 def _library(filename: str) -> str | None:
-    """The installed library a file is in, by its top-level name (``x_transformers``,
-    ``json``); None for the user's own files. Code made at run time counts as a library's."""
+    """The installed library (``x_transformers``, ``json``) or run-time code a file is in."""
     if filename.startswith("<"):
         return filename
     parts = Path(os.path.realpath(filename)).parts
