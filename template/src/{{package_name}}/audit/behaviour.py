@@ -282,10 +282,3 @@ class Behaviour(Modules):
         for (name, cls, what), why in ((key, why) for key, why in self.why.items() if why):
             lines.append(f"audit: {what} not checked in {name or 'top module'} ({cls}): {why}")
         return lines
-
-    def unknown_classes(self) -> list[str]:
-        """The ``--causal`` classes that name no module class the program loaded."""
-        known, loaded = set(), [nn.Module]
-        while loaded := [sub for cls in loaded for sub in cls.__subclasses__()]:
-            known |= {name for cls in loaded for name in (cls.__name__, cls.__qualname__)}
-        return sorted(self.causal - known)

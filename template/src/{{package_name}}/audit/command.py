@@ -132,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     lines += behaviour.summary() if options.behaviour else []
     if options.report is not None:
         lines.append(f"audit: report written to {options.report}")
-    if unknown := options.causal and behaviour.unknown_classes():
+    known, loaded = set(), [torch.nn.Module]  # the module classes the program loaded
+    while loaded := [sub for cls in loaded for sub in cls.__subclasses__()]:
+        known |= {name for cls in loaded for name in (cls.__name__, cls.__qualname__)}
+    if unknown := sorted(set(options.causal) - known):
         lines.append(f"error: --causal: no class named {', '.join(unknown)} in the program")
     print("\n".join(lines), file=sys.stderr, flush=True)
     return 1 if count else 2 if unknown else status
