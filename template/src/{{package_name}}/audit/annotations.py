@@ -1,14 +1,6 @@
-"""The typechecker behind ``--typecheck PACKAGE``: jaxtyping's import hook puts
-``@jaxtyped(typechecker=...)`` on every function of the package, and this typechecker is
-beartype's check, except that while an audit runs a violation becomes a finding and the
-call goes on. Every violated hint counts, not only shapes.
-
-jaxtyping applies the typechecker to two stand-ins that share the function's signature:
-one takes the parameters and its body is ``pass``, the other also takes the return value as
-an extra keyword (``ret0``, or another free name) and returns it. It calls the function
-itself between them, so recording instead of raising neither skips nor repeats the call. A
-violation in the parameters is reported by the first stand-in only.
-"""
+"""``--typecheck PACKAGE``: beartype's check, but while an audit runs a violated hint becomes a
+finding and the call goes on. jaxtyping checks two stand-ins around the call: one takes the
+parameters, the other also the return value; a violated parameter is reported by the first."""
 
 import dis
 import functools
@@ -17,43 +9,38 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from beartype import beartype
+from beartype import beartype, roar
 from beartype.door import is_bearable
-from beartype.roar import (
-    BeartypeCallHintReturnViolation,
-    BeartypeCallHintViolation,
-    BeartypeException,
-)
 
 from .findings import Finding, Findings, place
 
-TYPECHECKER = f"{__name__}.reporting_beartype"
-"""What ``jaxtyping.install_import_hook(..., typechecker=...)`` takes: a dotted name."""
+TYPECHECKER = f"{__name__}.reporting_beartype"  # install_import_hook takes a dotted name
 
 RECORDING: list[tuple[Findings, bool]] = []
-"""While an audit runs: where violations go, and whether the first is raised once recorded
-(``--stop-on-first``). Outside one they raise as beartype's would."""
+"""While an audit runs: where violations go, and whether to raise once recorded
+(``--stop-on-first``); outside one, they raise as beartype's would."""
 
 
 def reporting_beartype(stand_in: Callable[..., Any]) -> Callable[..., Any]:
     """beartype's check of ``stand_in``, recording violations while an audit runs."""
     try:
         checked = beartype(stand_in)
-    except BeartypeException:
+    except roar.BeartypeException:
         return stand_in  # a hint beartype cannot read: unchecked, rather than a failed import
-    output = _return_value_parameter(stand_in)
+    read = dis.get_instructions(stand_in)  # the one local the return value's stand-in reads
+    output = next((op.argval for op in read if op.opname.startswith("LOAD_FAST")), None)
 
     @functools.wraps(stand_in)
     def check(*args: Any, **kwargs: Any) -> Any:
         try:
             return checked(*args, **kwargs)
-        except BeartypeCallHintViolation as violation:
+        except roar.BeartypeCallHintViolation as violation:
             if not RECORDING:
                 raise
             findings, stop_on_first = RECORDING[-1]
             if output is None:
                 _record(findings, stand_in, *_culprit(stand_in, args, kwargs))
-            elif isinstance(violation, BeartypeCallHintReturnViolation):
+            elif isinstance(violation, roar.BeartypeCallHintReturnViolation):
                 hint = stand_in.__annotations__.get("return")
                 _record(findings, stand_in, "return", hint, kwargs.get(output))
             else:
@@ -66,18 +53,7 @@ def reporting_beartype(stand_in: Callable[..., Any]) -> Callable[..., Any]:
     return check
 
 
-def _return_value_parameter(stand_in: Callable[..., Any]) -> str | None:
-    """The keyword through which jaxtyping passes the return value to the second stand-in,
-    which is the one local variable that stand-in's body reads; None for the first stand-in,
-    whose body reads none. A parameter of the user's own named ``ret...``, or a ``**kwargs``
-    after the keyword, cannot be mistaken for it, as a test of the names alone could."""
-    read = dis.get_instructions(stand_in)
-    return next((op.argval for op in read if op.opname.startswith("LOAD_FAST")), None)
-
-
-def _culprit(
-    stand_in: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[str, object, object]:
+def _culprit(stand_in: Callable, args: tuple, kwargs: dict) -> tuple[str, object, object]:
     """The first parameter whose value its hint refuses, checked in order within the same
     shape memo, so axis sizes bound by the earlier parameters still count."""
     signature = inspect.signature(stand_in)
@@ -92,13 +68,12 @@ def _culprit(
     return "(parameters)", None, None
 
 
-def _record(
-    findings: Findings, stand_in: Callable[..., Any], argument: str, hint: object, value: object
-) -> None:
-    """One more violation, keyed by the value's type and shape rather than the value, so a
-    call in a loop given a new wrong value each step stays one finding."""
+def _record(findings: Findings, stand_in: Callable, argument: str, hint, value) -> None:
+    """Keyed by the value's type and shape: a new wrong value each step stays one finding."""
     function = f"{stand_in.__module__}.{stand_in.__qualname__}"
-    expected, (actual, value_type, shapes) = _hint_text(hint), _describe(value)
+    expected = re.sub(r"^<class '(.*)'>$", r"\1", repr(hint))  # as its author wrote it
+    expected = re.sub(r"\b(jaxtyping|typing|builtins|torch)\.", "", expected)
+    actual, value_type, shapes = _describe(value)
     file, line, source = place(inspect.currentframe()) or ("<unknown>", 0, "")
     key = ("annotation", file, line, function, argument, expected, value_type, *map(tuple, shapes))
 
@@ -111,15 +86,8 @@ def _record(
     findings.add(key, make)
 
 
-def _hint_text(hint: object) -> str:
-    """``Float[Tensor, 'batch']``, ``int``, ``list[int]``: a hint as its author wrote it."""
-    text = re.sub(r"^<class '(.*)'>$", r"\1", repr(hint))
-    return re.sub(r"\b(jaxtyping|typing|builtins|torch)\.", "", text)
-
-
 def _describe(value: object) -> tuple[str, str, list[list[int]]]:
-    """What a value is, for a finding's ``actual``; its type (with its dtype, if any), for
-    the key; and its shape, for ``shapes`` (none for a value without one)."""
+    """The finding's ``actual``, the value's type (and dtype) for the key, its ``shapes``."""
     shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
     value_type = type(value).__qualname__
     if isinstance(shape, tuple) and dtype is not None:  # a tensor or a NumPy array

@@ -17,9 +17,8 @@ from typing import Any, NamedTuple, get_args, get_type_hints
 
 import torch
 from torch import Tensor, nn
-from torch.nn.modules import module as torch_module
 
-from .findings import Finding, Findings, _is_machinery, _library
+from .findings import Finding, Findings, Modules, _is_machinery, _library, tensors
 
 TOLERANCE = 1e-4  # of each output's largest finite magnitude (8 eps in half precision)
 Inputs = list[tuple[str, Tensor]]  # a call's tensor arguments by name, each object once
@@ -35,8 +34,7 @@ class Axis(NamedTuple):
 
     @classmethod
     def find(cls, what: str, size: int | None, inputs: Inputs, named: dict) -> "Axis":
-        """Where a hint names it, else the one axis of ``size`` (an annotated input's size, if
-        any); a mask with two has none."""
+        """Where a hint names it, else the one axis of ``size`` (a hint's size first)."""
         stated = {id(t): named[n][what] % t.ndim for n, t in inputs if what in named.get(n, {})}
         size = next((t.shape[stated[id(t)]] for _, t in inputs if id(t) in stated), size or 0)
         of: dict[int, int] = {}
@@ -48,17 +46,9 @@ class Axis(NamedTuple):
         return cls(size, of, "" if of or not size else f"no input has an axis of size {size}")
 
 
-def _tensors(value: Any) -> list[Tensor]:
-    if isinstance(value, tuple | list | dict):
-        items = value.values() if isinstance(value, dict) else value
-        return [tensor for item in items for tensor in _tensors(item)]
-    return [value] if isinstance(value, Tensor) and value.layout == torch.strided else []
-
-
 @cache
 def _named(cls: type) -> dict[str, dict[str, int]]:
-    """Per argument of ``cls.forward``, the axes its jaxtyping hint names ``batch`` or
-    ``time`` (or ``#batch``), counted from the end after a variadic one."""
+    """Per argument of ``cls.forward``, the axes its hint names ``batch`` or ``time``."""
     named: dict[str, dict[str, int]] = {}
     with contextlib.suppress(Exception):  # a hint that does not resolve: the sizes tell
         for parameter, hint in get_type_hints(cls.forward).items():
@@ -80,8 +70,7 @@ def _is_mask(name: str, tensor: Tensor) -> bool:
 
 
 def _marks(mask: Tensor, batch: Axis, time: Axis) -> Tensor | None:
-    """The ``(batch, time)`` steps a padding mask marks (non-zero, or ``-inf`` in an additive
-    one); None if ``mask`` is not one, or marks every step or none."""
+    """The ``(batch, time)`` steps a padding mask marks (non-zero, or ``-inf``); None if none."""
     ends = (batch.of.get(id(mask)), time.of.get(id(mask)))
     if ends != (0, mask.ndim - 1) or mask.numel() != batch.size * time.size:
         return None
@@ -113,8 +102,7 @@ def _others(kept: Tensor, moved: Tensor, batch: list[int], time: list[int]) -> T
 
 
 def _triangle(buffer: Tensor) -> bool:
-    """A causal mask: a lower-triangular matrix of ones (any leading axes of size 1), or the
-    additive ``triu(-inf, 1)``."""
+    """A causal mask: ``tril(ones)``, with any leading axes of size 1, or ``triu(-inf, 1)``."""
     n = buffer.shape[-1] if buffer.ndim >= 2 else 0
     if n < 2 or buffer.shape[-2] != n or buffer.numel() != n * n:
         return False
@@ -135,61 +123,37 @@ def _users(file: str) -> bool:
     return _library(file) is None and not _is_machinery(file)
 
 
-@cache
-def _forward(cls: type) -> tuple[str, int, str]:
-    """The file, line and text of the ``def`` of ``cls.forward``."""
-    code = getattr(inspect.unwrap(cls.forward), "__code__", None)
-    file, line = (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
-    while (text := linecache.getline(file, line).strip()).startswith("@"):
-        line += 1
-    return file, line, text
-
-
-class Behaviour:
-    """Checks the modules called while its ``hooks`` are on, given the run's batch size and
-    sequence length and the classes that must be causal."""
+class Behaviour(Modules):
+    """Checks the modules called while its ``hooks`` are on (docs/audit.md: which, and how)."""
 
     def __init__(self, findings: Findings, batch: int | None, time: int | None, causal: list):
+        super().__init__()
         self.findings, self.sizes, self.causal = findings, (batch, time), set(causal)
         self.evaluating, self.pending = False, {}  # per module to check, its copy or None
-        self.names, self.seen, self.placed = (weakref.WeakKeyDictionary() for _ in range(3))
+        self.seen, self.placed = weakref.WeakKeyDictionary(), weakref.WeakKeyDictionary()
         self.verdicts, self.flagged, self.why = Findings(), set(), {}
 
-    def hooks(self) -> list:
-        after = torch_module.register_module_forward_hook
-        hook = after(self._after, with_kwargs=True, always_call=True)
-        return [torch_module.register_module_forward_pre_hook(self._before), hook]
-
-    def _before(self, module: nn.Module, args: tuple) -> None:
-        """A copy at the first call with each signature (the dtypes, and which axes have the
-        batch or the time size); None where no input holds them."""
+    def _enter(self, module: nn.Module, args: tuple) -> None:
+        """A copy at the first call with each signature of a module from the user's files or a
+        torch module their code called; None where no input holds the sizes."""
+        super()._enter(module, args)
         if self.evaluating or threading.current_thread() is not threading.main_thread():
             return  # as the guard, the main thread only
-        if module not in self.names:
-            self.names.update((sub, name) for name, sub in module.named_modules())
-        if self._subject(module):
-            key = tuple(
-                (t.dtype, *(s * (s in self.sizes) for s in t.shape)) for t in _tensors(args)
-            )
+        cls, frame = type(module), sys._getframe(1)
+        while frame.f_back is not None and frame.f_code.co_filename == nn.modules.module.__file__:
+            frame = frame.f_back  # the call
+        called = cls.__module__.startswith("torch.nn.") and _users(frame.f_code.co_filename)
+        if called or _users(getattr(sys.modules.get(cls.__module__), "__file__", None) or "<none>"):
+            key = tuple((t.dtype, *(s * (s in self.sizes) for s in t.shape)) for t in tensors(args))
             if key not in (seen := self.seen.setdefault(module, set())):
                 seen.add(key)
-                held = _named(type(module)) or any(any(sizes[1:]) for sizes in key)
+                held = _named(cls) or any(any(sizes[1:]) for sizes in key)
                 self.pending[module] = _copy(module) if held else None
 
-    def _subject(self, module: nn.Module) -> bool:
-        """Defined in the user's files, or a torch module that their code called."""
-        cls = type(module)
-        if _users(getattr(sys.modules.get(cls.__module__), "__file__", None) or "<none>"):
-            return True
-        frame = sys._getframe(2)
-        while frame.f_back is not None and frame.f_code.co_filename == torch_module.__file__:
-            frame = frame.f_back
-        return cls.__module__.startswith("torch.nn.") and _users(frame.f_code.co_filename)
-
-    def _after(self, module: nn.Module, args: tuple, *rest: Any) -> None:
-        """Checks a call ``_before`` chose (``rest``: keyword arguments and output, or only the
-        output if it raised), printing nothing on the program's streams and making no guard
-        or annotation finding; no warnings filter, which would repeat once-shown warnings."""
+    def _leave(self, module: nn.Module, args: tuple, *rest: Any) -> None:
+        """Checks a call ``_enter`` chose, silently: no output, guard or annotation finding (no
+        warnings filter: it would repeat once-shown warnings). ``rest``: kwargs and output."""
+        super()._leave()
         copied = self.pending.pop(module, False)
         if copied is False or len(rest) < 2:
             return
@@ -212,7 +176,7 @@ class Behaviour:
         for name, value in bound.arguments.items():
             if isinstance(value, Tensor) and all(value is not tensor for _, tensor in inputs):
                 inputs.append((name, value))  # `q=x, k=x, v=x` is one input
-        where, named = (self.names.get(module, ""), type(module).__qualname__), _named(type(module))
+        where, named = (self.names[module], type(module).__qualname__), _named(type(module))
         batch = Axis.find("batch", self.sizes[0], inputs, named)
         time = Axis.find("time", self.sizes[1], inputs, named)
         placed = {n: batch.of[id(t)] for n, t in inputs if id(t) in batch.of}
@@ -223,13 +187,12 @@ class Behaviour:
                 self.why[(*where, what)] = axis.why
 
         def outputs(new: dict[int, Tensor]) -> list[Tensor]:
-            """A fresh copy's, with ``new`` in place of inputs, from the program's random state
-            (restored after); [] if the module refuses them."""
+            """A fresh copy's, on ``new`` inputs, in the program's random state; [] if refused."""
             call = copy.copy(bound)
             call.arguments = {n: new.get(id(v), v) for n, v in bound.arguments.items()}
             cuda = range(torch.cuda.device_count()) if torch.cuda.is_initialized() else []
             with torch.random.fork_rng(list(cuda)), contextlib.suppress(Exception):
-                results = _tensors(_copy(copied)(*call.args, **call.kwargs))
+                results = tensors(_copy(copied)(*call.args, **call.kwargs))
                 return [result for result in results if result.ndim and result.numel()]
             return []
 
@@ -285,8 +248,7 @@ class Behaviour:
                 self._record(kind, module, inputs, first[0], argument)
 
     def _declares(self, module: nn.Module) -> bool:
-        """By ``--causal``, an attribute, a mask buffer, or ``scaled_dot_product_attention(...,
-        is_causal=True)`` in its forward."""
+        """By ``--causal``, an attribute, a mask buffer, or SDPA's ``is_causal=True`` in forward."""
         cls, source = type(module), ""
         with contextlib.suppress(OSError, TypeError):  # no source: no such call seen
             source = "".join(inspect.getsource(cls.forward).split())
@@ -298,10 +260,12 @@ class Behaviour:
         )
 
     def _record(self, kind, module, inputs: Inputs, output: Tensor, argument, causal=None) -> None:
-        """A verdict (``causal`` given), or a finding unless a module inside has one of the
-        same kind: the innermost is the one to fix."""
-        file, line, source = _forward(type(module))
-        name, cls = self.names.get(module, ""), type(module).__qualname__
+        """A verdict (``causal`` given), or a finding unless an inner module has it (to fix)."""
+        code = getattr(inspect.unwrap(type(module).forward), "__code__", None)
+        file, line = (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
+        while (source := linecache.getline(file, line).strip()).startswith("@"):
+            line += 1  # the def, not its decorators
+        name, cls = self.names[module], type(module).__qualname__
         shapes, result = [list(t.shape) for _, t in inputs], list(output.shape)
         found = Finding(kind, cls, shapes, result, file, line, source, library=_library(file))
         found.module, found.module_class, found.argument, found.causal = name, cls, argument, causal
@@ -318,10 +282,3 @@ class Behaviour:
         for (name, cls, what), why in ((key, why) for key, why in self.why.items() if why):
             lines.append(f"audit: {what} not checked in {name or 'top module'} ({cls}): {why}")
         return lines
-
-    def unknown_classes(self) -> list[str]:
-        """The ``--causal`` classes that name no module class the program loaded."""
-        known, loaded = set(), [nn.Module]
-        while loaded := [sub for cls in loaded for sub in cls.__subclasses__()]:
-            known |= {name for cls in loaded for name in (cls.__name__, cls.__qualname__)}
-        return sorted(self.causal - known)

@@ -1,8 +1,6 @@
-"""``python -m <package>.audit [options] SCRIPT [ARGS...]`` or ``... -m MODULE [ARGS...]``:
-run a program as Python would (its own ``sys.argv``, ``__name__``, working directory and
-import path) under the broadcast guard, and report every finding once it has ended. Exit
-status and what is not audited: docs/audit.md.
-"""
+"""``python -m <package>.audit [options] (SCRIPT | -m MODULE) [ARGS...]``: run a program as
+Python would (its ``sys.argv``, ``__name__``, working directory and import path) under the
+broadcast guard, and report every finding once it has ended (docs/audit.md)."""
 
 import argparse
 import contextlib
@@ -13,8 +11,9 @@ import signal
 import sys
 import traceback
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import NoReturn
 
 import torch
@@ -27,36 +26,28 @@ from .nonfinite import NonFiniteCheck, NonFiniteFound
 
 
 class _Parser(argparse.ArgumentParser):
-    """A usage error is the one line ``error: ...`` and exit status 2: the program's own
-    arguments follow, so the audit's full usage text would only confuse."""
+    """A usage error is one line ``error: ...``, exit status 2: the full usage would confuse."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message}\n")
 
 
 class _OutOfTime(BaseException):
-    """Raised in the program by ``--max-seconds``; a BaseException, so that the program's
-    own ``except Exception`` does not swallow it (Lightning tears down and re-raises)."""
+    """``--max-seconds``: the program's ``except Exception`` cannot swallow it."""
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the audit; returns the exit status (``sys.exit(2)`` on a usage error)."""
-    prog = f"python -m {__package__}"
-    parser = _Parser(
-        prog=prog,
-        usage=f"{prog} [options] (SCRIPT | -m MODULE) [ARGS ...]",
-        description="Run a Python program under the broadcast guard and report every "
-        "elementwise operation that stretched all of its operands.",
-        allow_abbrev=False,
-    )
+    prog, about = f"python -m {__package__}", "Run a Python program and report what it got wrong."
+    usage = f"{prog} [options] (SCRIPT | -m MODULE) [ARGS ...]"
+    parser = _Parser(prog=prog, usage=usage, description=about, allow_abbrev=False)
     add = parser.add_argument
     add("--report", type=Path, metavar="FILE.json", help="write the findings as a JSON list")
     add("--max-seconds", type=float, metavar="S", help="stop the program after S seconds")
     add("--stop-on-first", action="store_true", help="raise at the first finding")
     typecheck = "also check the annotations of PACKAGE (repeatable); each violation is a finding"
     add("--typecheck", action="append", default=[], metavar="PACKAGE", help=typecheck)
-    nonfinite = "stop at the first NaN, or infinity that reaches a loss or gradient, and report it"
-    add("--nonfinite", action="store_true", help=nonfinite)
+    add("--nonfinite", action="store_true", help="stop at the first NaN or infinity, report it")
     add("-m", dest="module", action="store_true", help="run MODULE as python -m does")
     add("--behaviour", action="store_true", help="also check rows, causality and masks")
     add("--batch", type=int, metavar="B", help="the run's batch size (--behaviour)")
@@ -72,37 +63,30 @@ def main(argv: list[str] | None = None) -> int:
     target = program[0]
     if not options.module and not os.path.exists(target):
         parser.error(f"no such script: {target}")
-    if options.report is not None:  # where the audit started, wherever the program goes
-        options.report = options.report.absolute()
-        if not options.report.parent.is_dir():
-            parser.error(f"--report: no folder {options.report.parent}")
+    for flag in ("report", "verdicts"):  # where the audit started, wherever the program goes
+        if (path := vars(options)[flag]) is not None:
+            vars(options)[flag] = path = path.absolute()
+            if not path.parent.is_dir():
+                parser.error(f"--{flag}: no folder {path.parent}")
     given = [f"--{o}" for o in ("batch", "time", "causal", "verdicts") if vars(options)[o]]
     if given and not options.behaviour:
         parser.error(f"{', '.join(given)} without --behaviour")
-    if any(size is not None and size < 1 for size in (options.batch, options.time)):
-        parser.error("--batch and --time must be positive")
+    for flag in ("batch", "time", "max_seconds"):
+        if (value := vars(options)[flag]) is not None and value <= 0:
+            parser.error(f"--{flag.replace('_', '-')} must be positive")
     if options.batch is not None and options.batch == options.time:
         parser.error("--batch and --time must differ, so that each names one axis")
-    if options.verdicts is not None:
-        options.verdicts = options.verdicts.absolute()
-        if not options.verdicts.parent.is_dir():
-            parser.error(f"--verdicts: no folder {options.verdicts.parent}")
-    if options.max_seconds is not None and options.max_seconds <= 0:
-        parser.error("--max-seconds must be positive")
     if options.max_seconds is not None and not hasattr(signal, "setitimer"):
         parser.error("--max-seconds needs POSIX signals (signal.setitimer)")
 
-    findings, stopped = Findings(), False
-    status: int | None = 0
-
+    findings, stopped, status = Findings(), False, 0
     behaviour = Behaviour(findings, options.batch, options.time, options.causal)
 
     def on_stretch(stretch: Stretch) -> None:
-        if behaviour.evaluating:
-            return
-        findings.add_stretch(stretch)
-        if options.stop_on_first:
-            raise BroadcastError(stretch.message())
+        if not behaviour.evaluating:  # a check's own stretch is no finding
+            findings.add_stretch(stretch)
+            if options.stop_on_first:
+                raise BroadcastError(stretch.message())
 
     with as_python_would(program, options.module):
         for package in options.typecheck:
@@ -119,21 +103,20 @@ def main(argv: list[str] | None = None) -> int:
                 hook = jaxtyping.install_import_hook(options.typecheck, annotations.TYPECHECKER)
                 undo.callback(hook.uninstall)
             undo.callback(register_module_buffer_registration_hook(_mark_buffer).remove)
-            for hook in behaviour.hooks() if options.behaviour else []:
-                undo.enter_context(hook)
+            hooks = behaviour.hooks() if options.behaviour else []
             if options.max_seconds is not None:
                 undo.callback(signal.signal, signal.SIGALRM, signal.signal(signal.SIGALRM, _stop))
                 undo.callback(signal.setitimer, signal.ITIMER_REAL, 0)
                 signal.setitimer(signal.ITIMER_REAL, options.max_seconds)
             if options.nonfinite:  # beneath the guard: its checks are not guarded
-                report = options.report or Path("audit.json").absolute()  # its inputs beside
-                undo.enter_context(NonFiniteCheck(findings, report.with_suffix(".nonfinite.pt")))
+                check = NonFiniteCheck(findings, options.report or Path("audit.json").absolute())
+                hooks += [*check.modules.hooks(), check]
+            for hook in hooks:
+                undo.enter_context(hook)
             try:
                 status = run_program(program, options.module, BroadcastGuard(on_stretch=on_stretch))
-            except _OutOfTime:
-                stopped = True
-            except NonFiniteFound:
-                pass  # a finding, recorded where the program stopped
+            except (_OutOfTime, NonFiniteFound) as stop:  # a finding, for NonFiniteFound
+                stopped = isinstance(stop, _OutOfTime)
         if status is None:
             parser.error(f"no module named {target!r}")
 
@@ -149,8 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     lines += behaviour.summary() if options.behaviour else []
     if options.report is not None:
         lines.append(f"audit: report written to {options.report}")
-    unknown = behaviour.unknown_classes() if options.causal else []
-    if unknown:
+    known, loaded = set(), [torch.nn.Module]  # the module classes the program loaded
+    while loaded := [sub for cls in loaded for sub in cls.__subclasses__()]:
+        known |= {name for cls in loaded for name in (cls.__name__, cls.__qualname__)}
+    if unknown := sorted(set(options.causal) - known):
         lines.append(f"error: --causal: no class named {', '.join(unknown)} in the program")
     print("\n".join(lines), file=sys.stderr, flush=True)
     return 1 if count else 2 if unknown else status
@@ -158,27 +143,21 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextlib.contextmanager
 def as_python_would(program: list[str], module: bool) -> Iterator[None]:
-    """``sys.argv`` and ``sys.path[0]`` as ``python SCRIPT`` or ``python -m MODULE`` sets
-    them, for :func:`run_program`; restored afterwards."""
+    """``sys.argv`` and ``sys.path[0]`` as ``python SCRIPT`` or ``python -m MODULE`` sets them."""
     script = os.path.abspath(program[0])
     saved_argv, saved_path = sys.argv, sys.path[:]
     sys.argv = [program[0] if module else script, *program[1:]]
-    if module:
-        sys.path[0] = os.getcwd()  # as python -m does
-    else:
-        sys.path[0] = script if os.path.isdir(script) else os.path.dirname(script)
+    folder = script if os.path.isdir(script) else os.path.dirname(script)
+    sys.path[0] = os.getcwd() if module else folder  # as python -m does
     try:
         yield
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
 
 
-def run_program(
-    program: list[str], module: bool, around: contextlib.AbstractContextManager
-) -> int | None:
-    """Runs ``program`` inside ``around`` (the guard, or the annotate recorder) and returns
-    its exit status as Python would give it, after its traceback if it failed; None when
-    ``-m`` names no module. Its end is handled with ``around`` left."""
+def run_program(program: list[str], module: bool, around: AbstractContextManager) -> int | None:
+    """Runs ``program`` inside ``around`` (the guard, or the annotate recorder): its exit
+    status as Python gives it, after its traceback if it failed; None if no such module."""
     try:
         with around:
             if not module:
@@ -196,7 +175,11 @@ def run_program(
         raise
     except BaseException as error:  # the program failed: show it as Python would
         sys.stdout.flush()
-        traceback.print_exception(type(error), error, _program_frames(error.__traceback__))
+        machinery = (os.path.dirname(__file__), runpy.__file__, "<frozen runpy>")
+        tb = error.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename.startswith(machinery):
+            tb = tb.tb_next  # from the program's first frame on
+        traceback.print_exception(type(error), error, tb)
         return 1
     return 0
 
@@ -206,26 +189,16 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 
 def _mark_buffer(module: torch.nn.Module, name: str, buffer: torch.Tensor | None) -> None:
-    """Marked as they are registered, a module's buffers include ALiBi's slopes made by
-    ``torch.Tensor([...])``, which the guard does not see being made."""
+    """Marked as registered: ALiBi's slopes from ``torch.Tensor([...])`` are not seen made."""
     if buffer is not None:
         mark_buffer(buffer)
 
 
 def _module_exists(name: str) -> bool:
-    """Whether ``name`` exists. A package that imports a missing dependency is the program's
-    failure, not a usage error: its ``ModuleNotFoundError`` is shown with its traceback."""
+    """A package that imports a missing dependency is the program's failure: it raises."""
     try:
         return importlib.util.find_spec(name) is not None
     except ModuleNotFoundError as error:  # the target's own package
         if name == error.name or name.startswith(f"{error.name}."):
             return False
         raise
-
-
-def _program_frames(tb: TracebackType | None) -> TracebackType | None:
-    """The traceback from the program's first frame on, without the audit's and runpy's."""
-    machinery = (os.path.dirname(__file__), runpy.__file__, "<frozen runpy>")
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(machinery):
-        tb = tb.tb_next
-    return tb

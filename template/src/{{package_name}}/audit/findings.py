@@ -1,8 +1,6 @@
 """What the audit reports: one :class:`Finding` per distinct problem, with how often it
-happened, and the JSON report CI reads (docs/audit.md says what a finding holds). Its place
-is the innermost frame outside torch, the checkers and this audit; when that is inside an
-installed library, the first frame in the user's own files is the call to change.
-"""
+happened, and the JSON report CI reads (docs/audit.md). Its place is the innermost frame outside
+torch, the checkers and this audit, and if that is in a library, the user's call into it."""
 
 import importlib.util
 import inspect
@@ -11,31 +9,29 @@ import linecache
 import math
 import os
 import sysconfig
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
+import torch
+from torch import nn
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
 from ..core import broadcast
 from ..core.broadcast import Stretch
+
+BehaviourKind = Literal["batch-mixing", "not-causal", "mask-ignored", "causality"]
 
 
 @dataclass
 class Finding:
-    """One distinct problem: ``op`` stretched ``shapes`` to ``result``, or (an annotation)
-    ``function``'s ``argument`` was ``actual``, the first value seen, not ``expected``, or
-    ``op`` made ``nonfinite`` values of its ``result`` non-finite (its inputs: ``saved``)."""
+    """One distinct problem; docs/audit.md has a table of its fields by kind."""
 
-    kind: Literal[
-        "broadcast",
-        "annotation",
-        "nonfinite",
-        "batch-mixing",
-        "not-causal",
-        "mask-ignored",
-        "causality",
-    ]
+    kind: Literal["broadcast", "annotation", "nonfinite"] | BehaviourKind
     op: str
     shapes: list[list[int]]
     result: list[int]
@@ -64,16 +60,18 @@ class Finding:
             shapes = [tuple(shape) for shape in self.shapes]
             listed = ", ".join(map(str, shapes[:-1])) + f" and {shapes[-1]}"
             what = f"{self.op} stretched every operand: {listed} -> {tuple(self.result)}"
-        elif self.kind == "nonfinite":
-            where = f" in {self.module or 'the top module'} ({self.module_class})"
-            what = f"{self.op}{where * (self.module is not None)} made {self.nonfinite} of "
-            what += f"{math.prod(self.result)} values non-finite"
-            times = f"the program stopped; its inputs are in {self.saved}"
+        where = f" in {self.module or 'the top module'} ({self.module_class})"
+        where *= self.module is not None
+        if self.kind == "nonfinite":
+            what = f"{self.op}{where} made {self.nonfinite} of {math.prod(self.result)} values"
+            what, times = (
+                f"{what} non-finite",
+                f"the program stopped; its inputs are in {self.saved}",
+            )
         elif self.module_class is None:
             what = f"{self.function}: {self.argument} is {self.actual}, not {self.expected}"
         else:  # --behaviour: the module, and the argument changed or not honoured
-            what = f"{self.kind} in {self.module or 'the top module'} ({self.module_class})"
-            what += f", argument {self.argument}" if self.argument else ""
+            what = f"{self.kind}{where}" + (f", argument {self.argument}" if self.argument else "")
         lines = [f"  {what}, {times}", f"    at {self.file}:{self.line}: {self.source}"]
         if self.library is not None:
             lines.append(f"    inside {self.library}")
@@ -86,33 +84,65 @@ class Findings(dict[tuple[Any, ...], Finding]):
     """The findings of one run by their key, in the order they were first seen."""
 
     def add(self, key: tuple[Any, ...], make: Callable[[], Finding]) -> None:
-        """Count one more of ``key``; ``make`` builds the finding the first time only, so a
-        bug inside a training loop costs a dictionary lookup per step after the first."""
+        """Count one more of ``key``; ``make`` builds the finding the first time only (cost)."""
         if key in self:
             self[key].count += 1
         else:
-            self[key] = make()
-            _attribute(self[key], inspect.currentframe())
+            self[key] = finding = make()
+            if _library(finding.file) is None:
+                return
+            frame = inspect.currentframe()  # in a library: its name, and the user's call into it
+            while frame is not None:
+                filename = frame.f_code.co_filename
+                if not _is_machinery(filename):
+                    library = _library(filename)
+                    if library is None:
+                        finding.user_file, finding.user_line, finding.user_source = _source(frame)
+                        return
+                    finding.library = finding.library or library
+                frame = frame.f_back
 
     def add_stretch(self, s: Stretch) -> None:
         """``BroadcastGuard(on_stretch=...)``."""
         file = s.file if s.file.startswith("<") else os.path.abspath(s.file)
-        shapes = [list(shape) for shape in s.shapes]
-
-        def make() -> Finding:
-            return Finding("broadcast", s.op, shapes, list(s.result), file, s.line, s.source)
-
-        self.add((s.file, s.line, s.op, s.shapes), make)
+        shapes, result = [list(shape) for shape in s.shapes], list(s.result)
+        finding = partial(Finding, "broadcast", s.op, shapes, result, file, s.line, s.source)
+        self.add((s.file, s.line, s.op, s.shapes), finding)
 
     def write(self, path: Path) -> None:
         """A JSON list, one finding per line, without the fields that do not apply (None)."""
-        rows = [
-            json.dumps({key: value for key, value in asdict(found).items() if value is not None})
-            for found in self.values()
-        ]
-        path.write_text(
-            "[\n" + ",\n".join(f"  {row}" for row in rows) + "\n]\n" if rows else "[]\n"
-        )
+        rows = [{k: v for k, v in asdict(each).items() if v is not None} for each in self.values()]
+        lines = [f"  {json.dumps(row)}" for row in rows]
+        path.write_text("[\n" + ",\n".join(lines) + "\n]\n" if rows else "[]\n")
+
+
+def tensors(value: Any) -> list[torch.Tensor]:
+    """The strided tensors in ``value``, in its items, or in theirs."""
+    if isinstance(value, tuple | list | dict):
+        items = value.values() if isinstance(value, dict) else value
+        return [tensor for item in items for tensor in tensors(item)]
+    return [value] if isinstance(value, torch.Tensor) and value.layout == torch.strided else []
+
+
+class Modules:
+    """While its ``hooks`` are on, the modules being called (innermost last), and each module's
+    qualified name in the first one called that holds it: ``transformer.h.3.attn``."""
+
+    def __init__(self) -> None:
+        self.calling: list[nn.Module] = []
+        self.names: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
+
+    def hooks(self) -> list:
+        leave = register_module_forward_hook(self._leave, with_kwargs=True, always_call=True)
+        return [register_module_forward_pre_hook(self._enter), leave]
+
+    def _enter(self, module: nn.Module, args: Any) -> None:
+        if module not in self.names:
+            self.names.update((sub, name) for name, sub in module.named_modules())
+        self.calling.append(module)
+
+    def _leave(self, *_: Any) -> None:
+        del self.calling[-1]
 
 
 def _folder(name: str) -> str:
@@ -130,8 +160,7 @@ _STANDARD_LIBRARY = {os.path.realpath(sysconfig.get_path(key)) for key in ("stdl
 
 
 def _library(filename: str) -> str | None:
-    """The installed library a file is in, by its top-level name (``x_transformers``,
-    ``json``); None for the user's own files. Code made at run time counts as a library's."""
+    """The installed library (``x_transformers``, ``json``) or run-time code a file is in."""
     if filename.startswith("<"):
         return filename
     parts = Path(os.path.realpath(filename)).parts
@@ -156,19 +185,3 @@ def place(frame: FrameType | None) -> tuple[str, int, str] | None:
     while frame is not None and _is_machinery(frame.f_code.co_filename):
         frame = frame.f_back
     return None if frame is None else _source(frame)
-
-
-def _attribute(finding: Finding, frame: FrameType | None) -> None:
-    """For a finding placed in a library: the library's name, and the first frame outwards
-    in the user's own files."""
-    if _library(finding.file) is None:
-        return
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not _is_machinery(filename):
-            library = _library(filename)
-            if library is None:
-                finding.user_file, finding.user_line, finding.user_source = _source(frame)
-                return
-            finding.library = finding.library or library
-        frame = frame.f_back

@@ -1,8 +1,6 @@
-"""``--nonfinite`` (docs/audit.md): stop at the first NaN that an op makes from NaN-free
-inputs, and at an infinity once it reaches a loss or a gradient, naming the op where it first
-appeared. A sum is finite only if every value is, and NaN only if one is NaN or infinities of
-both signs meet, so a result costs one reduction (on a GPU, one host sync). Each autograd
-node gets a hook that checks the gradients it makes."""
+"""``--nonfinite`` (docs/audit.md): stop at the first NaN an op makes from NaN-free inputs, or
+at an infinity once it reaches a loss or a gradient. A sum is finite only if every value is, so
+a result costs one reduction (on a GPU, one host sync); autograd nodes' hooks check gradients."""
 
 import functools
 import linecache
@@ -10,17 +8,16 @@ import math
 import os
 import sys
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
 import torch
 from torch import nn
-from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.overrides import TorchFunctionMode
 
 from ..core import broadcast
-from .findings import _MACHINERY, Finding, Findings
+from .findings import _MACHINERY, Finding, Findings, Modules, tensors
 
 _BACKWARD = {torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad}
 _FACTORIES = {"empty_like", "full_like", "new_empty", "new_full"}
@@ -34,13 +31,12 @@ class NonFiniteFound(BaseException):
 
 class _Op(NamedTuple):
     name: str
-    modules: tuple[nn.Module, ...]  # those it ran in, outermost first
+    module: nn.Module | None  # the innermost it ran in
     file: str
     line: int
 
 
-_Origin = tuple[_Op, list[torch.Tensor], torch.Size, int]
-"""Where non-finite values appeared: the op, its inputs, its result's shape, how many."""
+_Origin = tuple[_Op, list[torch.Tensor], torch.Size, int]  # inputs, result's shape, how many
 
 
 @functools.cache
@@ -49,27 +45,19 @@ def _plan(func: Callable[..., Any]) -> tuple[bool, bool, str]:
     checked), whether it writes into its first argument, and its name as written."""
     name = getattr(func, "__name__", "")
     packet = getattr(torch.ops.aten, name, None) if name.isidentifier() else None
-    view = name != "to" and any(
-        getattr(packet, o).is_view for o in getattr(packet, "overloads", list)()
-    )
+    views = [getattr(packet, o).is_view for o in getattr(packet, "overloads", list)()]
+    view = name != "to" and any(views)
     writes = name == "__setitem__" or name.endswith("_") and not name.endswith("__")
     shown = broadcast._op_name(func).replace("torch._C._nn.", "torch.nn.functional.")
     return view or name in ("__get__", "__set__", "__getitem__"), writes, shown
 
 
 def _floats(value: object) -> list[torch.Tensor]:
-    """The floating tensors in ``value``, in its items, or in its items' items."""
-    if isinstance(value, torch.Tensor):
-        return [value] if value.dtype.is_floating_point else []
-    items = list(value.values()) if isinstance(value, Mapping) else value
-    items = items if isinstance(items, tuple | list) else []
-    flat = [each for item in items for each in (item if isinstance(item, tuple | list) else [item])]
-    return [t for t in flat if isinstance(t, torch.Tensor) and t.dtype.is_floating_point]
+    return [tensor for tensor in tensors(value) if tensor.dtype.is_floating_point]
 
 
 def _total(tensors: list[torch.Tensor]) -> float:
-    """Their sum; NaN where values cannot be read (meta tensors, inside vmap), which the
-    exact count then passes."""
+    """Their sum; NaN where values cannot be read (meta tensors, vmap): the count decides."""
     try:
         return sum(tensor.detach().sum().item() for tensor in tensors)
     except RuntimeError:
@@ -86,46 +74,26 @@ def _count(tensor: torch.Tensor, nan: bool = False) -> int:
 
 
 class NonFiniteCheck(TorchFunctionMode):
-    """Checks every op's floating results beneath the broadcast guard (which then does not
-    see the checks). A finding is added to ``findings``, the op's inputs are saved to
-    ``saved``, and :class:`NonFiniteFound` stops the program."""
+    """Checks every op's floating results beneath the guard, with ``modules``' hooks on; at a
+    finding, saves its inputs beside ``report`` and stops the program."""
 
-    def __init__(self, findings: Findings, saved: Path) -> None:
+    def __init__(self, findings: Findings, report: Path) -> None:
         super().__init__()
-        self.findings, self.saved, self.modules = findings, saved, ()
+        self.findings, self.modules = findings, Modules()
+        self.saved = report.with_suffix(".nonfinite.pt")
         self.origins: dict[int, tuple[weakref.ref[torch.Tensor], _Origin]] = {}
 
-    def __enter__(self) -> "NonFiniteCheck":
-        self.hooks = [
-            register_module_forward_pre_hook(self._enter_module),
-            register_module_forward_hook(self._leave_module, always_call=True),
-        ]
-        return super().__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        for hook in self.hooks:
-            hook.remove()
-        super().__exit__(*exc)
-
-    def _enter_module(self, module: nn.Module, args: Any) -> None:
-        self.modules += (module,)
-
-    def _leave_module(self, *_: Any) -> None:
-        self.modules = self.modules[:-1]
-
     def _here(self, name: str) -> _Op:
-        frame = sys._getframe(1)
+        frame, calling = sys._getframe(1), self.modules.calling
         while frame.f_back is not None and frame.f_code.co_filename.startswith(_MACHINERY):
             frame = frame.f_back
-        return _Op(name, self.modules, frame.f_code.co_filename, frame.f_lineno)
+        return _Op(name, calling[-1] if calling else None, frame.f_code.co_filename, frame.f_lineno)
 
     def _origin(self, tensor: torch.Tensor) -> _Origin | None:
         entry = self.origins.get(id(tensor))
         return entry[1] if entry is not None and entry[0]() is tensor else None
 
-    def __torch_function__(
-        self, func: Callable, types: Any, args: Sequence = (), kwargs: Mapping | None = None
-    ) -> Any:
+    def __torch_function__(self, func: Callable, types, args=(), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         if func in _BACKWARD:  # the loss
             for loss in _floats(args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))):
@@ -170,10 +138,9 @@ class NonFiniteCheck(TorchFunctionMode):
             self.origins[key] = (weakref.ref(output, lambda _: self.origins.pop(key, None)), known)
 
     def _gradients(self, op: _Op, made: Sequence[Any], received: Sequence[Any]) -> None:
-        """A node's hook: the gradients it made for its inputs are finite. Float16 overflows
-        are GradScaler's routine."""
+        """A node's hook: the gradients it made are finite (float16 overflows: GradScaler's)."""
         grads = [g for g in _floats(made) if g.dtype != torch.float16]
-        if grads and not math.isfinite(_total(grads)):
+        if not math.isfinite(_total(grads)):
             for grad in filter(_count, grads):
                 backward = op._replace(name=f"{op.name} (backward)")
                 self._found((backward, _floats(received), grad.shape, _count(grad)))
@@ -187,9 +154,7 @@ class NonFiniteCheck(TorchFunctionMode):
         source = linecache.getline(op.file, op.line).strip()
         finding = Finding("nonfinite", op.name, shapes, list(shape), file, op.line, source)
         finding.nonfinite, finding.saved = count, str(self.saved)
-        if op.modules:  # named from the outermost module that holds it
-            module = op.modules[-1]
-            names = (n for root in op.modules for n, each in root.named_modules() if each is module)
-            finding.module, finding.module_class = next(names), type(module).__name__
+        if (module := op.module) is not None:
+            finding.module, finding.module_class = self.modules.names[module], type(module).__name__
         self.findings.add(("nonfinite",), lambda: finding)
         raise NonFiniteFound

@@ -1,8 +1,6 @@
-"""From recorded calls and the sources, the jaxtyping annotations that pass sizes never recorded
-and refuse what no run showed. Axes share a name only if their sizes agreed in every call
-(``(N, 1)`` against ``(N,)`` stays apart); an axis that varied is named from the code (names.py),
-then by an integer argument it equalled, by a convolution's layout, a tracked caller's or
-callee's axis, ``batch``, ``<param>_axis<i>``; a fixed one: its size."""
+"""From recorded calls and the sources, annotations that pass sizes never recorded and refuse
+what no run showed. Axes share a name only if their sizes agreed in every call; one that varied
+is named by the first rule that applies (docs/annotate.md), one that did not is its size."""
 
 import ast
 import functools
@@ -152,10 +150,8 @@ def _name_from_code(function: _Function, node: ast.AST | None) -> None:
 
 
 def _name_from_calls(function: _Function) -> None:
-    """An axis that equalled one integer argument in every call takes its name (``end`` in
-    ``precompute_freqs_cis(dim, end)``). Then, in a function that gave a parameter to a
-    ``Conv2d``, the axes after the first of its tensors of rank 4 are ``channel height width``
-    (``length`` for 1d, ``depth height width`` for 3d)."""
+    """An axis equal to one integer argument in every call takes its name (``end`` in
+    ``precompute_freqs_cis(dim, end)``); a ``Conv2d`` input's next: ``channel height width``."""
     calls = function.entry["calls"]
     ints = [call.get("ints", {}) for call in calls]
     for cluster in [c for c in function.clusters if c.name is None and len(c.seen) > 1]:

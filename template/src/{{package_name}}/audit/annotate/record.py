@@ -1,8 +1,6 @@
-"""Recording: per call of a function of the sources, the shape and dtype of each tensor in and
-out (in tuples, lists and NamedTuples too), None, whether it ran to its end, its nearest
-recorded caller, the integer arguments equal to one of those sizes, and the parameters that a
-``Conv{1,2,3}d`` took as its input. ``sys.settrace`` sees Python calls only; one lookup per
-file name skips others."""
+"""Recording, per call of a function of the sources: each tensor's shape and dtype in and out,
+whether it ran to its end, its recorded caller, the integer arguments equal to a size, and the
+parameters a ``Conv{1,2,3}d`` took. ``sys.settrace`` sees Python calls only."""
 
 import ast
 import contextlib
