@@ -76,14 +76,9 @@ def _record(findings: Findings, stand_in: Callable, argument: str, hint, value) 
     actual, value_type, shapes = _describe(value)
     file, line, source = place(inspect.currentframe()) or ("<unknown>", 0, "")
     key = ("annotation", file, line, function, argument, expected, value_type, *map(tuple, shapes))
-
-    def make() -> Finding:
-        finding = Finding("annotation", function, shapes, [], file, line, source)
-        finding.function, finding.argument = function, argument
-        finding.expected, finding.actual = expected, actual
-        return finding
-
-    findings.add(key, make)
+    finding = Finding("annotation", function, shapes, [], file, line, source, function=function)
+    finding.argument, finding.expected, finding.actual = argument, expected, actual
+    findings.add(key, lambda: finding)
 
 
 def _describe(value: object) -> tuple[str, str, list[list[int]]]:

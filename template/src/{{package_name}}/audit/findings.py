@@ -56,19 +56,17 @@ class Finding:
     def summary(self) -> str:
         """Two or three lines for the terminal; the JSON report is the full record."""
         times = f"{self.count} time{'s' * (self.count != 1)}"
+        where = f" in {self.module or 'the top module'} ({self.module_class})"
+        where *= self.module is not None
         if self.kind == "broadcast":
             shapes = [tuple(shape) for shape in self.shapes]
             listed = ", ".join(map(str, shapes[:-1])) + f" and {shapes[-1]}"
             what = f"{self.op} stretched every operand: {listed} -> {tuple(self.result)}"
-        where = f" in {self.module or 'the top module'} ({self.module_class})"
-        where *= self.module is not None
-        if self.kind == "nonfinite":
-            what = f"{self.op}{where} made {self.nonfinite} of {math.prod(self.result)} values"
-            what, times = (
-                f"{what} non-finite",
-                f"the program stopped; its inputs are in {self.saved}",
-            )
-        elif self.module_class is None:
+        elif self.kind == "nonfinite":
+            count = f"{self.nonfinite} of {math.prod(self.result)}"
+            what = f"{self.op}{where} made {count} values non-finite"
+            times = f"the program stopped; its inputs are in {self.saved}"
+        elif self.kind == "annotation":
             what = f"{self.function}: {self.argument} is {self.actual}, not {self.expected}"
         else:  # --behaviour: the module, and the argument changed or not honoured
             what = f"{self.kind}{where}" + (f", argument {self.argument}" if self.argument else "")

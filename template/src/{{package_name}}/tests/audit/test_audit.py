@@ -63,6 +63,7 @@ def test_two_planted_bugs_are_both_reported_in_one_run(
     captured = capsys.readouterr()
     assert captured.out == "trained\n"  # the program's output, unchanged
     assert "audit: 2 findings" in captured.err and "3 times" in captured.err
+    assert "Tensor.mul stretched every operand: (16,) and (16, 1) -> (16, 16)" in captured.err
 
 
 def test_attention_masks_built_the_usual_ways_report_nothing(
