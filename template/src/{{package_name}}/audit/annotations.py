@@ -1,6 +1,5 @@
-"""``--typecheck PACKAGE``: beartype's check, but while an audit runs a violated hint becomes a
-finding and the call goes on. jaxtyping checks two stand-ins around the call: one takes the
-parameters, the other also the return value; a violated parameter is reported by the first."""
+"""``--typecheck PACKAGE``: beartype's check, but while an audit runs a violated hint is a finding
+and the call goes on. Of jaxtyping's two stand-ins, the first reports a violated parameter."""
 
 import dis
 import functools
@@ -54,8 +53,7 @@ def reporting_beartype(stand_in: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _culprit(stand_in: Callable, args: tuple, kwargs: dict) -> tuple[str, object, object]:
-    """The first parameter whose value its hint refuses, checked in order within the same
-    shape memo, so axis sizes bound by the earlier parameters still count."""
+    """The first parameter its hint refuses, in order in one shape memo: earlier sizes bind."""
     signature = inspect.signature(stand_in)
     for name, value in signature.bind(*args, **kwargs).arguments.items():
         hint = stand_in.__annotations__.get(name, Any)

@@ -1,6 +1,5 @@
-"""``--behaviour``: each module the program calls runs again on copies, at its first call with
-each signature, with inputs changed only by moving their own values: rows stay apart, a module
-declared causal ignores the future, a padding mask is honoured (docs/audit.md)."""
+"""``--behaviour`` (docs/audit.md): modules the program calls run again on copies, with inputs
+changed only by moving their own values: rows stay apart, causal ignores the future, masks hold."""
 
 import contextlib
 import copy
@@ -134,8 +133,7 @@ class Behaviour(Modules):
         self.verdicts, self.flagged, self.why = Findings(), set(), {}
 
     def _enter(self, module: nn.Module, args: tuple) -> None:
-        """A copy at the first call with each signature of a module from the user's files or a
-        torch module their code called; None where no input holds the sizes."""
+        """A copy per signature's first call of a checked module; None if no input has the sizes."""
         super()._enter(module, args)
         if self.evaluating or threading.current_thread() is not threading.main_thread():
             return  # as the guard, the main thread only

@@ -1,6 +1,5 @@
 """``python -m <package>.audit [options] (SCRIPT | -m MODULE) [ARGS...]``: run a program as
-Python would (its ``sys.argv``, ``__name__``, working directory and import path) under the
-broadcast guard, and report every finding once it has ended (docs/audit.md)."""
+Python would, under the audit's checks, and report every finding when it ends (docs/audit.md)."""
 
 import argparse
 import contextlib
@@ -156,8 +155,7 @@ def as_python_would(program: list[str], module: bool) -> Iterator[None]:
 
 
 def run_program(program: list[str], module: bool, around: AbstractContextManager) -> int | None:
-    """Runs ``program`` inside ``around`` (the guard, or the annotate recorder): its exit
-    status as Python gives it, after its traceback if it failed; None if no such module."""
+    """Runs ``program`` inside ``around``: its exit status as Python gives it; None if no module."""
     try:
         with around:
             if not module:

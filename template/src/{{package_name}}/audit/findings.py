@@ -1,6 +1,5 @@
-"""What the audit reports: one :class:`Finding` per distinct problem, with how often it
-happened, and the JSON report CI reads (docs/audit.md). Its place is the innermost frame outside
-torch, the checkers and this audit, and if that is in a library, the user's call into it."""
+"""One :class:`Finding` per distinct problem, and the JSON report (docs/audit.md). Its place: the
+innermost frame outside torch, the checkers and the audit; in a library, the user's call into it."""
 
 import importlib.util
 import inspect
@@ -123,8 +122,7 @@ def tensors(value: Any) -> list[torch.Tensor]:
 
 
 class Modules:
-    """While its ``hooks`` are on, the modules being called (innermost last), and each module's
-    qualified name in the first one called that holds it: ``transformer.h.3.attn``."""
+    """While ``hooks`` are on: the modules being called, innermost last; their qualified names."""
 
     def __init__(self) -> None:
         self.calling: list[nn.Module] = []

@@ -1,6 +1,5 @@
-"""``--nonfinite`` (docs/audit.md): stop at the first NaN an op makes from NaN-free inputs, or
-at an infinity once it reaches a loss or a gradient. A sum is finite only if every value is, so
-a result costs one reduction (on a GPU, one host sync); autograd nodes' hooks check gradients."""
+"""``--nonfinite`` (docs/audit.md): stop at the first NaN an op makes from NaN-free inputs, or at an
+infinity once it reaches a loss or a gradient. A result costs one sum: finite iff every value is."""
 
 import functools
 import linecache
@@ -41,8 +40,7 @@ _Origin = tuple[_Op, list[torch.Tensor], torch.Size, int]  # inputs, result's sh
 
 @functools.cache
 def _plan(func: Callable[..., Any]) -> tuple[bool, bool, str]:
-    """Whether ``func``'s results are skipped (attributes, and views: values already
-    checked), whether it writes into its first argument, and its name as written."""
+    """Whether ``func``'s results are skipped (views: checked), it writes in place; its name."""
     name = getattr(func, "__name__", "")
     packet = getattr(torch.ops.aten, name, None) if name.isidentifier() else None
     views = [getattr(packet, o).is_view for o in getattr(packet, "overloads", list)()]
@@ -74,8 +72,7 @@ def _count(tensor: torch.Tensor, nan: bool = False) -> int:
 
 
 class NonFiniteCheck(TorchFunctionMode):
-    """Checks every op's floating results beneath the guard, with ``modules``' hooks on; at a
-    finding, saves its inputs beside ``report`` and stops the program."""
+    """Checks every op's floating results; at a finding, saves its inputs and stops the program."""
 
     def __init__(self, findings: Findings, report: Path) -> None:
         super().__init__()
@@ -121,8 +118,7 @@ class NonFiniteCheck(TorchFunctionMode):
         return result
 
     def _nonfinite(self, name: str, inputs: list[torch.Tensor], output: torch.Tensor) -> None:
-        """A NaN new in ``output`` is the finding; else remember where its non-finite values
-        appeared, unless a factory (``empty``, ``full``) made them."""
+        """A new NaN is the finding; else where non-finite values first appeared (not a factory)."""
         if not (count := _count(output)):
             return  # finite values whose sum overflowed
         before = [t for t in inputs if t is not output]

@@ -1,6 +1,5 @@
-"""The edit, with libcst so that all else stays byte for byte: annotations, real imports, and
-with ``--decorate`` one ``@jaxtyped(typechecker=beartype)`` per annotated function. The user's
-annotations are kept but a bare ``Tensor``; this command's (``written``) are recomputed."""
+"""The edit, with libcst so that all else stays byte for byte. The user's annotations are kept
+but a bare ``Tensor``; this command's own (``written``) are recomputed (docs/annotate.md)."""
 
 import re
 from pathlib import Path
@@ -67,8 +66,7 @@ class _Annotate(cst.CSTTransformer):
 
 
 def plan(record: dict, proposal: Proposal, decorate: bool = False) -> tuple[dict, dict]:
-    """The changes (file -> old and new text) and the new ``written``; refuses a recorded file
-    gone or unparsable, or function no longer found (with an empty ``proposal``, all it does)."""
+    """The changes (file -> old and new text) and the new ``written``; refuses a stale record."""
     changes, written, functions = {}, {}, record["functions"].values()
     for file in sorted({function["file"] for function in functions}):
         try:  # as bytes: line endings stay as they are

@@ -1,6 +1,5 @@
-"""From recorded calls and the sources, annotations that pass sizes never recorded and refuse
-what no run showed. Axes share a name only if their sizes agreed in every call; one that varied
-is named by the first rule that applies (docs/annotate.md), one that did not is its size."""
+"""From recorded calls, annotations that pass every recorded size and refuse what no run showed.
+A varied axis is named by the first rule that applies (docs/annotate.md); a fixed one, its size."""
 
 import ast
 import functools
@@ -150,8 +149,7 @@ def _name_from_code(function: _Function, node: ast.AST | None) -> None:
 
 
 def _name_from_calls(function: _Function) -> None:
-    """An axis equal to one integer argument in every call takes its name (``end`` in
-    ``precompute_freqs_cis(dim, end)``); a ``Conv2d`` input's next: ``channel height width``."""
+    """An axis always equal to one integer argument takes its name; a Conv input's, its layout."""
     calls = function.entry["calls"]
     ints = [call.get("ints", {}) for call in calls]
     for cluster in [c for c in function.clusters if c.name is None and len(c.seen) > 1]:
@@ -169,8 +167,7 @@ def _name_from_calls(function: _Function) -> None:
 
 
 def _name_across(functions: dict[str, _Function]) -> None:
-    """An unnamed axis that varied takes a caller's or callee's axis name whose sizes it had
-    in every call linking them; two names offered by one neighbour name nothing."""
+    """An unnamed varied axis takes the one name a caller's or callee's axis of its sizes has."""
     links: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for key, function in functions.items():
         for observed in function.entry["calls"]:
@@ -237,8 +234,7 @@ def _render(function: _Function, path: Path) -> str | None:
 
 
 def _propose(key: str, function: _Function, proposal: Proposal) -> None:
-    """``batch`` for a varied leading axis all tensor arguments share (all tensor results, where
-    no argument held one), ``<param>_axis<i>`` for other varied axes; then the annotations."""
+    """The fallback names (``batch``, ``<param>_axis<i>``), then the annotations."""
     ranks = function.ranks
     tensors = [(p,) for p in function.params if ranks.get((p,))]
     tensors = tensors or [path for path in ranks if path[0] == "return" and ranks[path]]

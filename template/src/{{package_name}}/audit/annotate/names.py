@@ -1,6 +1,5 @@
-"""What a function's own code says of its parameters' axes: ``B, T, C = x.size()`` (or
-``x.shape``, sliced, starred), ``batch = img.shape[0]``, ``x.size(-1)``, ``len(x)``, einops
-patterns and torch's einsum, up to the parameter's first reassignment (then another tensor)."""
+"""What a function's own code says of its parameters' axes: ``B, T, C = x.size()``, ``len(x)``,
+einops patterns, torch's einsum... up to the parameter's first reassignment (docs/annotate.md)."""
 
 import ast
 import re
@@ -88,8 +87,7 @@ def _assigned(target: ast.AST, value: ast.AST) -> list[Fact]:
 
 
 def _patterns(call: ast.Call) -> list[Fact]:
-    """``rearrange(x, "b t (h d) -> ...")`` and kin name ``x``'s axes ``b`` and ``t``: a
-    composite ``(h d)`` is no single axis's name. torch's einsum names one letter each."""
+    """einops patterns name axes, but not a composite ``(h d)``; torch's einsum, one letter each."""
     func = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
     texts = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     if func not in {"rearrange", "reduce", "repeat", "parse_shape", "einsum"} or not texts:

@@ -1,6 +1,5 @@
-"""Recording, per call of a function of the sources: each tensor's shape and dtype in and out,
-whether it ran to its end, its recorded caller, the integer arguments equal to a size, and the
-parameters a ``Conv{1,2,3}d`` took. ``sys.settrace`` sees Python calls only."""
+"""Per call of a function of the sources: its tensors' shapes and dtypes, whether it returned, and
+what can name an axis (docs/annotate.md). ``sys.settrace`` sees Python calls only."""
 
 import ast
 import contextlib
@@ -82,8 +81,7 @@ def describe(value: Any, depth: int = 0) -> dict:
 
 @contextlib.contextmanager
 def recording(sources: list[str], calls: dict[tuple[str, str], int], files: dict) -> Iterator[None]:
-    """Counts in ``calls`` (function key and call as text) the distinct calls of each function
-    in a file under ``sources`` but not in an installed package; ``files``: their functions."""
+    """Counts in ``calls`` each distinct call of a function under ``sources``, not installed."""
     roots, by_name, stack = [Path(path).resolve() for path in sources], {}, []
 
     def call(frame: FrameType, event: str, arg: Any) -> Any:  # only calls come here
