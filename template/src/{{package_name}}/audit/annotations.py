@@ -16,8 +16,7 @@ from .findings import Finding, Findings, place
 TYPECHECKER = f"{__name__}.reporting_beartype"  # install_import_hook takes a dotted name
 
 RECORDING: list[tuple[Findings, bool]] = []
-"""While an audit runs: where violations go, and whether to raise once recorded
-(``--stop-on-first``); outside one, they raise as beartype's would."""
+"""While an audit runs: where violations go, and whether to raise them (``--stop-on-first``)."""
 
 
 def reporting_beartype(stand_in: Callable[..., Any]) -> Callable[..., Any]:

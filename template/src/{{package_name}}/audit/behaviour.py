@@ -148,15 +148,14 @@ class Behaviour(Modules):
                 held = _named(cls) or any(any(sizes[1:]) for sizes in key)
                 self.pending[module] = _copy(module) if held else None
 
-    def _leave(self, module: nn.Module, args: tuple, *rest: Any) -> None:
-        """Checks a call ``_enter`` chose, silently: no output, guard or annotation finding (no
-        warnings filter: it would repeat once-shown warnings). ``rest``: kwargs and output."""
+    def _leave(self, module: nn.Module, args: tuple, *kwargs_output: Any) -> None:
+        """Checks a call ``_enter`` chose, silently (a warnings filter would repeat shown ones)."""
         super()._leave()
         copied = self.pending.pop(module, False)
-        if copied is False or len(rest) < 2:
+        if copied is False or len(kwargs_output) < 2:
             return
         try:
-            bound = inspect.signature(module.forward).bind(*args, **rest[0])
+            bound = inspect.signature(module.forward).bind(*args, **kwargs_output[0])
         except (TypeError, ValueError):  # a forward without a signature: not checked
             return
         recording = getattr(sys.modules.get(f"{__package__}.annotations"), "RECORDING", [])
@@ -198,8 +197,7 @@ class Behaviour(Modules):
             return
 
         def compare(changes: list[tuple[Tensor, Tensor]], part: Part) -> tuple[Tensor, bool] | None:
-            """With inputs changed (old, new): the first output whose ``part`` moved and True,
-            or the first compared and False; None if nothing changed or was compared."""
+            """(the first output whose part moved, True), (the first compared, False) or None."""
             if all(torch.equal(old, new) for old, new in changes):
                 return None
             compared = None

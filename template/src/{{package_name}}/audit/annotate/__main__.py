@@ -1,6 +1,5 @@
-"""``python -m <package>.audit.annotate [options] (SCRIPT | -m MODULE) [ARGS...]``, or with
-``--write`` and no program: record the shapes the sources' functions see while the program
-runs as Python would, then annotate them from all recorded runs. docs/annotate.md."""
+"""Record the shapes the sources' functions see while a program runs as Python would, then
+annotate them from all recorded runs (with no program: from the record). docs/annotate.md."""
 
 import argparse
 import difflib
