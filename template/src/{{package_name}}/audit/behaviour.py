@@ -244,7 +244,6 @@ class Behaviour(Modules):
                 self._record(kind, module, inputs, first[0], argument)
 
     def _declares(self, module: nn.Module) -> bool:
-        """By ``--causal``, an attribute, a mask buffer, or SDPA's ``is_causal=True`` in forward."""
         cls, source = type(module), ""
         with contextlib.suppress(OSError, TypeError):  # no source: no such call seen
             source = "".join(inspect.getsource(cls.forward).split())
@@ -272,7 +271,6 @@ class Behaviour(Modules):
         self.flagged.add((kind, id(module)))
 
     def summary(self) -> list[str]:
-        """The causality verdicts counted, and why a module never had a property checked."""
         causal = sum(verdict.causal is True for verdict in self.verdicts.values())
         lines = [f"audit: {len(self.verdicts)} causality verdicts, {causal} causal"]
         for (name, cls, what), why in ((key, why) for key, why in self.why.items() if why):

@@ -100,7 +100,6 @@ class Findings(dict[tuple[Any, ...], Finding]):
                 frame = frame.f_back
 
     def add_stretch(self, s: Stretch) -> None:
-        """``BroadcastGuard(on_stretch=...)``."""
         file = s.file if s.file.startswith("<") else os.path.abspath(s.file)
         shapes, result = [list(shape) for shape in s.shapes], list(s.result)
         finding = partial(Finding, "broadcast", s.op, shapes, result, file, s.line, s.source)
@@ -146,12 +145,11 @@ def _folder(name: str) -> str:
     return os.path.join(os.path.dirname(str(spec and spec.origin)), "")
 
 
-_MACHINERY = (
+_MACHINERY = (  # frames that are never a finding's place: torch, the checkers, the audit
     *map(_folder, ("torch", "jaxtyping", "beartype")),
     os.path.join(os.path.dirname(__file__), ""),
     os.path.abspath(str(broadcast.__file__)),
 )
-"""Frames that are never a finding's place: torch, the checkers, the guard and the audit."""
 _STANDARD_LIBRARY = {os.path.realpath(sysconfig.get_path(key)) for key in ("stdlib", "platstdlib")}
 
 

@@ -142,7 +142,6 @@ class NonFiniteCheck(TorchFunctionMode):
                 self._found((backward, _floats(received), grad.shape, _count(grad)))
 
     def _found(self, origin: _Origin) -> NoReturn:
-        """Save the op's inputs, add the finding and stop the program."""
         op, inputs, shape, count = origin
         torch.save([t.detach().cpu() for t in inputs], self.saved)
         file = op.file if op.file.startswith("<") else os.path.abspath(op.file)

@@ -68,8 +68,6 @@ class _Cluster:
 
 
 class _Function:
-    """One recorded function: what was seen at each path, and its axes in clusters."""
-
     def __init__(self, entry: dict, node: ast.AST | None) -> None:
         self.entry, self.display = entry, f"{os.path.basename(entry['file'])}::{entry['qualname']}"
         a = getattr(node, "args", None)
