@@ -90,7 +90,7 @@ def _fill(tensor: Tensor, batch: Axis, time: Axis, marked: Tensor) -> Tensor:
     marked = marked & ~marked.all(1, keepdim=True)
     steps = torch.arange(x.shape[1], device=x.device).expand_as(marked)
     steps = torch.where(marked, (~marked).int().argmax(1, keepdim=True), steps)
-    return x[torch.arange(len(x), device=x.device)[:, None], steps].movedim((0, 1), axes)
+    return torch.stack([row[s] for row, s in zip(x, steps, strict=True)]).movedim((0, 1), axes)
 
 
 def _others(kept: Tensor, moved: Tensor, batch: list[int], time: list[int]) -> Tensor | None:
