@@ -347,6 +347,12 @@ USAGE_ERRORS = {
     "max-seconds not positive": ["--max-seconds", "0", "train.py"],
     "max-seconds not a number": ["--max-seconds", "soon", "train.py"],
     "typecheck of nothing": ["--typecheck", "no_such_package_anywhere", "train.py"],
+    "batch not positive": ["--behaviour", "--batch", "0", "train.py"],
+    "time not an integer": ["--behaviour", "--time", "ten", "train.py"],
+    "batch equal to time": ["--behaviour", "--batch", "7", "--time", "7", "train.py"],
+    "batch without --behaviour": ["--batch", "7", "train.py"],
+    "causal without --behaviour": ["--causal", "Block", "train.py"],
+    "verdicts folder missing": ["--behaviour", "--verdicts", "no/such/folder/v.json", "train.py"],
 }
 
 

@@ -266,26 +266,3 @@ def test_a_causal_class_that_the_program_never_loads_exits_2_once_it_has_run(
         captured.err.splitlines()[-1]
         == "error: --causal: no class named NoSuchBlock in the program"
     )
-
-
-USAGE_ERRORS = {
-    "batch not positive": ["--behaviour", "--batch", "0", "train.py"],
-    "time not an integer": ["--behaviour", "--time", "ten", "train.py"],
-    "batch equal to time": ["--behaviour", "--batch", "7", "--time", "7", "train.py"],
-    "batch without --behaviour": ["--batch", "7", "train.py"],
-    "causal without --behaviour": ["--causal", "Block", "train.py"],
-    "verdicts folder missing": ["--behaviour", "--verdicts", "no/such/folder/v.json", "train.py"],
-}
-
-
-@pytest.mark.parametrize("case", list(USAGE_ERRORS), ids=list(USAGE_ERRORS))
-def test_behaviour_usage_error_exits_2_with_one_line_before_anything_runs(
-    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "train.py").write_text("print('ran')\n")
-    with pytest.raises(SystemExit) as exited:
-        main(USAGE_ERRORS[case])
-    captured = capsys.readouterr()
-    assert exited.value.code == 2 and captured.out == ""
-    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1
