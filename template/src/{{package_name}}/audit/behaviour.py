@@ -132,9 +132,9 @@ class Behaviour(Modules):
         self.seen, self.placed = weakref.WeakKeyDictionary(), weakref.WeakKeyDictionary()
         self.verdicts, self.flagged, self.why = Findings(), set(), {}
 
-    def _enter(self, module: nn.Module, args: tuple) -> None:
+    def enter(self, module: nn.Module, args: tuple) -> None:
         """A copy per signature's first call of a checked module; None if no input has the sizes."""
-        super()._enter(module, args)
+        super().enter(module, args)
         if self.evaluating or threading.current_thread() is not threading.main_thread():
             return  # as the guard, the main thread only
         cls, frame = type(module), sys._getframe(1)
@@ -148,9 +148,9 @@ class Behaviour(Modules):
                 held = _named(cls) or any(any(sizes[1:]) for sizes in key)
                 self.pending[module] = _copy(module) if held else None
 
-    def _leave(self, module: nn.Module, args: tuple, *kwargs_output: Any) -> None:
-        """Checks a call ``_enter`` chose, silently (a warnings filter would repeat shown ones)."""
-        super()._leave()
+    def leave(self, module: nn.Module, args: tuple, *kwargs_output: Any) -> None:
+        """Checks a call ``enter`` chose, silently (a warnings filter would repeat shown ones)."""
+        super().leave()
         copied = self.pending.pop(module, False)
         if copied is False or len(kwargs_output) < 2:
             return

@@ -128,15 +128,15 @@ class Modules:
         self.names: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
 
     def hooks(self) -> list:
-        leave = register_module_forward_hook(self._leave, with_kwargs=True, always_call=True)
-        return [register_module_forward_pre_hook(self._enter), leave]
+        leave = register_module_forward_hook(self.leave, with_kwargs=True, always_call=True)
+        return [register_module_forward_pre_hook(self.enter), leave]
 
-    def _enter(self, module: nn.Module, args: Any) -> None:
+    def enter(self, module: nn.Module, args: Any) -> None:
         if module not in self.names:
             self.names.update((sub, name) for name, sub in module.named_modules())
         self.calling.append(module)
 
-    def _leave(self, *_: Any) -> None:
+    def leave(self, *_: Any) -> None:
         del self.calling[-1]
 
 
