@@ -82,11 +82,7 @@ def test_the_refusals_catch_what_they_are_for() -> None:
     "page", [README, *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: p.name
 )
 def test_relative_links_lead_to_files(page: Path) -> None:
-    missing = [
-        target
-        for target in _relative_links(page)
-        if not (page.parent / target).exists()
-    ]
+    missing = [target for target in _relative_links(page) if not (page.parent / target).exists()]
     assert not missing, f"{page.name} links to missing files: {missing}"
 
 
