@@ -3,19 +3,10 @@
 ``nox -s tests``  renders every preset in configs/ and runs each project's checks and suite.
 ``nox -s demo``   renders the default project into build/demo, installs it, trains its
                   examples with their default configs and prints what they reached.
-``nox -s bench``  renders the full preset into build/bench; compares its PPO with
-                  Stable-Baselines3 on CartPole-v1 (medians over tuning seeds 0-9 and,
-                  apart, reporting seeds 1000-1009; ratios), its PPO
-                  update step with a raw PyTorch one (``-- update``), env steps per second
-                  by num_envs and vectorization (``-- scaling``), the cost of shape checks
-                  against JAXTYPING_DISABLE=1, the guards' costs, the audit, --behaviour and
-                  --nonfinite against a plain run (``-- audit``), a sweep's 2 workers against 1
-                  (``-- sweep``), the regression example's step against a raw PyTorch loop,
-                  also at 10^4-10^6 rows (``-- loop``), the sequence example's likewise
-                  (``-- sequence``), each example idle and beside a busy process
-                  (``-- busy``), and both examples' ratios on a GPU (``-- gpu``). Each
-                  writes its result in bench/results/; the session then rewrites
-                  BENCHMARKS.md from them (``python bench/benchmarks.py`` alone does that).
+``nox -s bench``  renders the full preset into build/bench and runs every bench, or those
+                  named (``nox -s bench -- busy sb3``; ``BENCHES`` in bench/benchmarks.py
+                  lists them). Each writes its result in bench/results/; the session then
+                  rewrites BENCHMARKS.md from them (``python bench/benchmarks.py`` alone).
 ``nox -s lint``   ruff on this repository's own Python.
 """
 

@@ -1,7 +1,7 @@
 """Each example's default config idle, beside busy processes, and idle with one thread forced.
 
 A user's machine is never idle. For each example (``python -m PACKAGE.EXAMPLE fit --config
-configs/EXAMPLE.yaml``, a fresh root under a temporary folder, no progress bar) three
+configs/EXAMPLE.yaml``, a fresh root under a temporary folder, no progress bar) the
 conditions take turns in every repeat:
 - ``idle``: the example alone, ``OMP_NUM_THREADS`` and ``OMP_WAIT_POLICY`` removed from its
   environment, so that it runs with the threads it chooses itself;
@@ -24,7 +24,6 @@ busy``); ``--epochs`` and ``--env-steps`` shorten the shipped configs for a tria
 
 import argparse
 import contextlib
-import os
 import statistics
 import subprocess
 import sys
@@ -36,7 +35,7 @@ import harness
 
 EXAMPLES = ("regression", "sequence", "ppo")
 CONDITIONS = ("idle", "loaded", "forced", "idle_all", "loaded_all")
-CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+CORES = harness.cores()
 LOADED_TARGET, FORCED_TARGET = 1.5, 1.15
 SPIN = """\
 import sys, time

@@ -59,9 +59,7 @@ def environment(project: Path | None = None, **changes: str | None) -> dict[str,
 def one_thread(project: Path, *, checks: bool = True) -> dict[str, str]:
     """A child's environment with one torch thread (``OMP_NUM_THREADS=1``), shape checks off
     (``JAXTYPING_DISABLE=1``) unless ``checks``."""
-    return environment(
-        project, OMP_NUM_THREADS="1", **({} if checks else {"JAXTYPING_DISABLE": "1"})
-    )
+    return environment(project, OMP_NUM_THREADS="1", JAXTYPING_DISABLE=None if checks else "1")
 
 
 def run(
@@ -217,9 +215,7 @@ class Result:
             "commit": commit(),
             "machine": {
                 "cpu": cpu_model(),
-                "cores": len(os.sched_getaffinity(0))
-                if hasattr(os, "sched_getaffinity")
-                else os.cpu_count(),
+                "cores": cores(),
                 "load_average_before": self.load_before,
                 "load_average_after": [round(load, 2) for load in os.getloadavg()],
             },
@@ -278,6 +274,11 @@ def commit() -> str:
         ":!BENCHMARKS.md",
     )
     return f"{head}+uncommitted" if changed else head
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity), as a scheduler sees them."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def cpu_model() -> str:

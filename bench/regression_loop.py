@@ -41,7 +41,7 @@ import harness
 
 RATIO_TARGET, MEMORY_TARGET = 1.3, 2.0
 FLOOR_TARGET = 1.10
-"""Ours against Lightning's floor on the same batched work (the lean-by-default issue)."""
+"""Ours against Lightning's floor on the same batched work."""
 BATCH, FEATURES, VAL_FRACTION, SEED = 256, 8, 0.2, 0
 DEFAULT_ROWS, DEFAULT_EPOCHS = 8192, 40
 SCALES = {10**4: 10, 10**5: 2, 10**6: 1}  # rows: epochs, on every side
