@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from test_docs_paths import _link_targets
 
 README = ROOT / "README.md"
 MAX_README_LINES = 250
@@ -33,13 +34,12 @@ REFUSED = [
 ]
 """Case-insensitive. A word boundary lets "the seeds 0-9" and "a nox session" pass."""
 
-LINK = re.compile(r"\]\(([^)\s]+)\)")
 HEADLINE = re.compile(r"\*\*([0-9.]+)\*\*\s*<!-- ([a-z0-9_]+): (.+?) -->")
 """A headline figure: its value in bold, then the bench and the figure's name in a comment."""
 
 
 def _relative_links(page: Path) -> list[str]:
-    targets = [match.group(1).split("#")[0] for match in LINK.finditer(page.read_text())]
+    targets = [target.split("#")[0] for target in _link_targets(page.read_text())]
     return [target for target in targets if target and "://" not in target]
 
 
