@@ -7,6 +7,7 @@ its usage errors exit 2."""
 import json
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,6 @@ from typing import Any
 import pytest
 
 from ...audit.command import main
-from .scripts import TWO_BUGS
 
 pytestmark = pytest.mark.no_broadcast_guard  # the audit runs its own guard
 HERE = Path(__file__).parent
@@ -66,11 +66,22 @@ def _audit(folder: Path, run: str, *options: str, plant: tuple[str, str] | None 
         (path,) = [p for p in folder.glob("*.py") if plant[0] in p.read_text()]
         path.write_text(path.read_text().replace(plant[0], plant[1]))
     script, args = RUNS[run]
-    report, verdicts = folder / "report.json", folder / "verdicts.json"
+    return _audited(folder / script, *options, args=args)
+
+
+def _audited(script: Path, *options: str, args: Sequence[str] = ()) -> tuple:
+    """Audit ``script``: status, report and verdicts (written with ``--behaviour``)."""
+    report, verdicts = script.parent / "report.json", script.parent / "verdicts.json"
     files = ["--report", str(report)] + ["--verdicts", str(verdicts)] * ("--behaviour" in options)
-    status = main([*options, *files, str(folder / script), *args])
+    status = main([*options, *files, str(script), *args])
     written = json.loads(verdicts.read_text()) if verdicts.exists() else []
     return status, json.loads(report.read_text()), written
+
+
+def _written(folder: Path, source: str, *options: str) -> tuple:
+    """``source`` written as ``folder/train.py``, audited by :func:`_audited`."""
+    (folder / "train.py").write_text(source)
+    return _audited(folder / "train.py", *options)
 
 
 def _forward_line(path: Path, cls: str) -> int:
@@ -164,13 +175,7 @@ def test_a_clean_program_has_no_finding_and_prints_the_same(
 
 
 def test_batch_norm_in_training_is_not_batch_mixing(tmp_path: Path) -> None:
-    (tmp_path / "cnn.py").write_text(BATCH_NORM_CNN)
-    report = tmp_path / "report.json"
-    assert (
-        main(["--behaviour", "--batch", "7", "--report", str(report), str(tmp_path / "cnn.py")])
-        == 0
-    )
-    assert json.loads(report.read_text()) == []
+    assert _written(tmp_path, BATCH_NORM_CNN, "--behaviour", "--batch", "7")[:2] == (0, [])
 
 
 RECURRENT = """import torch
@@ -183,11 +188,8 @@ print(hidden.shape)
 
 
 def test_a_torch_module_that_mixes_the_batch_is_found_at_the_users_call(tmp_path: Path) -> None:
-    (tmp_path / "rnn.py").write_text(RECURRENT)
-    report = tmp_path / "report.json"
-    args = ["--behaviour", *SIZES, "--report", str(report), str(tmp_path / "rnn.py")]
-    assert main(args) == 1
-    (finding,) = json.loads(report.read_text())
+    status, (finding,), _ = _written(tmp_path, RECURRENT, "--behaviour", *SIZES)
+    assert status == 1
     assert (finding["kind"], finding["module"], finding["module_class"]) == (
         "batch-mixing",
         "",
@@ -195,7 +197,7 @@ def test_a_torch_module_that_mixes_the_batch_is_found_at_the_users_call(tmp_path
     )
     assert (finding["library"], finding["user_file"], finding["user_line"]) == (
         "torch",
-        str(tmp_path / "rnn.py"),
+        str(tmp_path / "train.py"),
         5,
     )
 
@@ -214,16 +216,30 @@ def test_verdicts_name_each_module_and_the_summary_counts_them(
     )
 
 
+STRETCHING_CRITIC = """import torch
+
+
+class Critic(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.value = torch.nn.Linear(4, 1)
+
+    def forward(self, observations, returns):
+        return ((self.value(observations) - returns) ** 2).mean()  # (16, 1) - (16,)
+
+
+torch.manual_seed(0)
+critic = Critic()
+for update in range(3):
+    critic(torch.randn(16, 4), torch.randn(16)).backward()
+"""
+"""A stretch inside a checked module's ``forward``, which the behaviour checks run again."""
+
+
 def test_the_guards_findings_are_counted_once_with_behaviour(tmp_path: Path) -> None:
-    (tmp_path / "train.py").write_text(TWO_BUGS)
-    report = tmp_path / "report.json"
-    assert (
-        main(["--behaviour", "--batch", "16", "--report", str(report), str(tmp_path / "train.py")])
-        == 1
-    )
-    assert [(f["kind"], f["count"]) for f in json.loads(report.read_text())] == [
-        ("broadcast", 3)
-    ] * 2
+    status, report, _ = _written(tmp_path, STRETCHING_CRITIC, "--behaviour", "--batch", "16")
+    assert status == 1
+    assert [(f["kind"], f["count"]) for f in report] == [("broadcast", 3)]
 
 
 ANNOTATED = """import torch
@@ -239,14 +255,10 @@ print(attention(torch.randn(5, 9, 6), keep[:, None, None, :]).shape)
 def test_an_annotated_module_names_its_axes_whatever_the_sizes(tmp_path: Path) -> None:
     """This project's typed attention, at sizes no option gives: its annotation says which
     axis is the batch and which the time, so it is checked and gets a verdict."""
-    (tmp_path / "typed.py").write_text(ANNOTATED.format(package=__name__.split(".")[0]))
-    verdicts, report = tmp_path / "verdicts.json", tmp_path / "report.json"
-    files = ["--verdicts", str(verdicts), "--report", str(report)]
-    assert main(["--behaviour", *files, str(tmp_path / "typed.py")]) == 0
-    assert json.loads(report.read_text()) == []
-    (verdict,) = [
-        v for v in json.loads(verdicts.read_text()) if v["module_class"] == "SelfAttention"
-    ]
+    source = ANNOTATED.format(package=__name__.split(".")[0])
+    status, report, verdicts = _written(tmp_path, source, "--behaviour")
+    assert (status, report) == (0, [])
+    (verdict,) = [v for v in verdicts if v["module_class"] == "SelfAttention"]
     assert verdict["causal"] is True and verdict["module"] == ""
 
 
