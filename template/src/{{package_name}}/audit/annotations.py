@@ -2,10 +2,10 @@
 and the call goes on. Of jaxtyping's two stand-ins, the first reports a violated parameter."""
 
 import dis
-import functools
 import inspect
 import re
 from collections.abc import Callable
+from functools import partial, wraps
 from typing import Any
 
 from beartype import beartype, roar
@@ -28,7 +28,7 @@ def reporting_beartype(stand_in: Callable[..., Any]) -> Callable[..., Any]:
     read = dis.get_instructions(stand_in)  # the one local the return value's stand-in reads
     output = next((op.argval for op in read if op.opname.startswith("LOAD_FAST")), None)
 
-    @functools.wraps(stand_in)
+    @wraps(stand_in)
     def check(*args: Any, **kwargs: Any) -> Any:
         try:
             return checked(*args, **kwargs)
@@ -71,11 +71,10 @@ def _record(findings: Findings, stand_in: Callable, argument: str, hint, value) 
     expected = re.sub(r"^<class '(.*)'>$", r"\1", repr(hint))  # as its author wrote it
     expected = re.sub(r"\b(jaxtyping|typing|builtins|torch)\.", "", expected)
     actual, value_type, shapes = _describe(value)
-    file, line, source = place(inspect.currentframe()) or ("<unknown>", 0, "")
-    key = ("annotation", file, line, function, argument, expected, value_type, *map(tuple, shapes))
-    finding = Finding("annotation", function, shapes, [], file, line, source, function=function)
-    finding.argument, finding.expected, finding.actual = argument, expected, actual
-    findings.add(key, lambda: finding)
+    where = place(inspect.currentframe()) or ("<unknown>", 0, "")  # file, line, source
+    key = ("annotation", *where[:2], function, argument, expected, value_type, *map(tuple, shapes))
+    fields = dict(function=function, argument=argument, expected=expected, actual=actual)
+    findings.add(key, partial(Finding, "annotation", function, shapes, [], *where, **fields))
 
 
 def _describe(value: object) -> tuple[str, str, list[list[int]]]:

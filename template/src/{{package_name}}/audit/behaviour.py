@@ -79,14 +79,6 @@ def _marks(mask: Tensor, batch: Axis, time: Axis) -> Tensor | None:
     return marked if one else None
 
 
-def _padded(marks: Tensor) -> Tensor:
-    """Per step, whether every row pads it: marked unlike the first step, where the rows agree
-    on that one (padding at the end). A look ahead at such a step is hidden by the mask."""
-    first = marks[:, :1]
-    agree = bool((first == first[0]).all())
-    return (marks != first).all(0) & agree
-
-
 def _select(tensor: Tensor, axis: Axis, order: list[int]) -> Tensor:
     return tensor.index_select(axis.of[id(tensor)], torch.tensor(order, device=tensor.device))
 
@@ -226,16 +218,15 @@ class Behaviour(Modules):
         plans: list[tuple[str, str | None, list]] = []  # a kind, its argument, the tries
         found = ((n, _marks(t, batch, time)) for n, t in inputs if _is_mask(n, t))
         pads = [(n, m) for n, m in found if m is not None]
-        padded = [_padded(m) for _, m in pads]
-        last = max((s for s in range(time.size) if not any(p[s] for p in padded)), default=0)
-        rows, kept = batch.size, batch.size // 2
+        held = [s for s in range(time.size) if all((m[:, s] == m[:, 0]).any() for _, m in pads)]
+        rows, kept, last = batch.size, batch.size // 2, max(held, default=0)
         if batch.of and rows > 1:  # the middle row kept, the others rolled: its neighbours change
             order = [kept if i == kept else (i - 1) % rows for i in range(rows)]
             rolled = [(t, _select(t, batch, order)) for _, t in inputs if id(t) in batch.of]
             row: Part = lambda d, b, t: d.select(b[0], kept) if len(b) == 1 else None  # noqa: E731
             plans.append(("batch-mixing", None, [(rolled, row)]))
         steps = [(name, t) for name, t in inputs if id(t) in time.of and not _is_mask(name, t)]
-        if steps and last > 0:  # the first step copied onto the last that some row holds
+        if steps and last > 0:  # step 0 copied onto the last step that some row does not pad
             (name, x), on_last = steps[0], [0 if s == last else s for s in range(time.size)]
             earlier: Part = lambda d, b, t: d.narrow(t[0], 0, last) if len(t) == 1 else None  # noqa: E731
             plans.append(("not-causal", name, [([(x, _select(x, time, on_last))], earlier)]))

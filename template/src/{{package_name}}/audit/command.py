@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += behaviour.summary() if options.behaviour else []
     if options.report is not None:
         lines.append(f"audit: report written to {options.report}")
-    known, loaded = set(), [torch.nn.Module]  # the module classes the program loaded
+    known, loaded = set(), [torch.nn.Module] * bool(options.causal)  # the classes it loaded
     while loaded := [sub for cls in loaded for sub in cls.__subclasses__()]:
         known |= {name for cls in loaded for name in (cls.__name__, cls.__qualname__)}
     if unknown := sorted(set(options.causal) - known):
