@@ -59,7 +59,7 @@ def enjoy(
     hp = module.hparams
     episodes = episodes or int(hp.eval_episodes)
     seed = int(hp.eval_seed) if seed is None else seed
-    torch.set_num_threads(chosen(hp.torch_threads))  # as in training, for the same sums
+    torch.set_num_threads(chosen(hp.torch_threads))  # training's rule: hparam, else environment
     greedy = evaluate(module.agent, hp.env_id, episodes, seed)
     torch.manual_seed(seed)
     sampled = evaluate(module.agent, hp.env_id, episodes, seed, deterministic=False)

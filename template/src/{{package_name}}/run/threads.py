@@ -1,5 +1,6 @@
 """A run's CPU threads: ``--model.torch_threads``, else ``OMP_NUM_THREADS`` (a cluster's or DDP's
-share), else 1. torch's default, every core, spins while others hold cores: 2-4x slower fits."""
+share), else 1. torch's default, every core, spins while others hold cores: fits run several times
+slower."""
 
 import os
 import sys

@@ -6,7 +6,6 @@ import time
 import warnings
 
 import optuna
-import torch
 from optuna.trial import TrialState
 
 from ..run.errors import UserError, user_errors
@@ -67,10 +66,9 @@ def work(options: argparse.Namespace, search: SearchSpace, fit: trial.Main, work
             if to_start(study, options.trials) <= 0:
                 study.stop()
 
-        # One thread per worker, for each trial's fit too (it takes OMP_NUM_THREADS where
-        # --model.torch_threads is not given); the process gets its own back at the end.
-        threads, exported = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
-        torch.set_num_threads(1)
+        # One thread per worker: each trial's fit takes OMP_NUM_THREADS where
+        # --model.torch_threads is not given. The process gets its own value back at the end.
+        exported = os.environ.get("OMP_NUM_THREADS")
         os.environ["OMP_NUM_THREADS"] = "1"
         try:
             while storage.finished(study) < options.trials:
@@ -86,7 +84,6 @@ def work(options: argparse.Namespace, search: SearchSpace, fit: trial.Main, work
                     show_progress_bar=worker == 0,
                 )
         finally:
-            torch.set_num_threads(threads)
             if exported is None:
                 del os.environ["OMP_NUM_THREADS"]
             else:

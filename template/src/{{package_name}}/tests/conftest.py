@@ -32,7 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Let jsonargparse find its typeshed stubs (for TensorBoard's unannotated parameters) now:
     it asks a child Python for its ``sys.path`` once per process, a child of no test. Every
     test process, and every process a test starts, computes with one thread: on a busy
-    machine (``pytest -n auto`` is one) torch's default of every core slows a fit 2-80x."""
+    machine (``pytest -n auto`` is one) torch's default of every core slows a fit several-fold."""
     ArgumentParser(exit_on_error=False).add_class_arguments(TensorBoardLogger, "logger")
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)

@@ -34,7 +34,7 @@ def quiet_trainer(**options: Any) -> L.Trainer:
     return L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, **options)
 
 
-def example_main(example: str) -> Callable[[list[str]], Any]:
+def example_main(example: str) -> Callable[..., Any]:
     """The ``main`` of ``python -m <package>.<example>``, to run in this process (``cli``)."""
     return importlib.import_module(f"{PACKAGE}.{example}.__main__").main
 
@@ -45,15 +45,13 @@ def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, **(extra or {})}
 
 
-def run_example(
-    example: str, args: list[str], cwd: Path, environment: dict[str, str] | None = None
-) -> tuple[int, list[str]]:
+def run_example(example: str, args: list[str], cwd: Path) -> tuple[int, list[str]]:
     """Exit status and non-empty output lines (stdout and stderr together) of
     ``python -m <package>.<example> ARGS``."""
     done = subprocess.run(
         [sys.executable, "-m", f"{PACKAGE}.{example}", *args],
         cwd=cwd,
-        env=child_environment(environment),
+        env=child_environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

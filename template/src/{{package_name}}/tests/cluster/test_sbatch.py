@@ -48,10 +48,13 @@ def test_sbatch_command_parses_with_slurm_sizes(
     assert {key: printed["model"][key] for key in example_model} == example_model
 
 
-def _sbatch_with_echo_srun(tmp_path: Path, args: list[str]) -> subprocess.CompletedProcess:
-    """Run the script with an ``srun`` that prints the command it was given."""
+def _sbatch_with_echo_srun(
+    tmp_path: Path, args: list[str], **variables: str | None
+) -> subprocess.CompletedProcess:
+    """Run the script with an ``srun`` that prints the command it was given, and on stderr
+    its ``OMP_NUM_THREADS``; ``variables`` set (None: unset) in the script's environment."""
     srun = tmp_path / "srun"
-    srun.write_text('#!/bin/bash\necho "$@"\n')
+    srun.write_text('#!/bin/bash\necho "OMP_NUM_THREADS=$OMP_NUM_THREADS" >&2\necho "$@"\n')
     srun.chmod(0o755)
     env = os.environ | {
         "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}",
@@ -59,7 +62,18 @@ def _sbatch_with_echo_srun(tmp_path: Path, args: list[str]) -> subprocess.Comple
         "SLURM_NNODES": "2",
         "SLURM_NTASKS_PER_NODE": "1",
     }
+    env = {name: value for name, value in (env | variables).items() if value is not None}
     return subprocess.run(["bash", str(SBATCH), *args], env=env, capture_output=True, text=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("exported", "used"), [(None, "8"), ("3", "3")])
+def test_each_task_computes_with_its_cpus_unless_threads_are_exported(
+    tmp_path: Path, exported: str | None, used: str
+) -> None:
+    done = _sbatch_with_echo_srun(tmp_path, [], SLURM_CPUS_PER_TASK="8", OMP_NUM_THREADS=exported)
+    assert done.returncode == 0, done.stderr
+    assert f"OMP_NUM_THREADS={used}" in done.stderr.splitlines()
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ workers, a pruned trial, diverging trials, refusals before and during a trial, a
 killed mid-trial."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -68,13 +69,16 @@ def _last_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
 
 @pytest.mark.cli
 def test_sweep_of_three_trials_leaves_best_yaml_that_reproduces_the_best_trial(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # a worker computes with one thread all the same
     study = sweep_main(_sweep(tmp_path, 3))
+    assert os.environ["OMP_NUM_THREADS"] == "2"
     folder = tmp_path / "sweeps" / "regression"
     assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 3
     for past in study.trials:
-        assert _summary(folder / f"trial_{past.number}")["val_r2"] == past.value
+        summary = _summary(folder / f"trial_{past.number}")
+        assert (summary["val_r2"], summary["torch_threads"]) == (past.value, 1)
     for name in ("best.yaml", "history.png", "importances.png", "study.journal"):
         assert (folder / name).is_file(), name
     best = yaml.safe_load((folder / "best.yaml").read_text())
